@@ -1,0 +1,17 @@
+"""vkml: JAX-style automatic differentiation on Vulkan compute shaders.
+
+>>> import vkml, vkml.numpy as vnp
+>>> float(vnp.sum(vnp.ones((2, 3))))
+6.0
+"""
+from .array import Array, ConcretizationError
+from .jit import make_graph
+from .trace.dtypes import DTypeError
+from .trace.shapes import ShapeError
+from .trace.tracer import LeakedTracerError
+from .vulkan.device import devices
+from . import tree_util
+
+__all__ = ["Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
+           "devices", "make_graph", "tree_util"]
+__version__ = "0.1.0"

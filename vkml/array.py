@@ -1,0 +1,245 @@
+"""vkml.Array: an immutable n-d array in a Vulkan buffer, or a traced stand-in for one.
+
+A concrete Array owns a device Buffer. Inside a transform (grad, jit, ...) the same class
+stands for a Node of the trace being recorded; users never see the difference except
+that a traced value cannot be read back to the host.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .trace import dtypes as dt
+from .trace import tracer
+from .trace.graph import Graph, Node
+from .trace.ops import OpKind
+
+
+class ConcretizationError(TypeError):
+    """A traced value was asked for its contents (float(), bool(), np.asarray, ...)."""
+
+
+class Array:
+    """An immutable device array (``vkml.Array``).
+
+    >>> import vkml.numpy as vnp
+    >>> a = vnp.asarray([[1.0, 2.0], [3.0, 4.0]])
+    >>> (a @ a.T).sum().item()
+    30.0
+    """
+    __slots__ = ("_buf", "_trace", "_node", "shape", "dtype", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, *a, **k):
+        raise TypeError("make arrays with vkml.numpy.asarray / array / zeros / ...")
+
+    @classmethod
+    def _concrete(cls, buf, shape, dtype) -> "Array":
+        self = object.__new__(cls)
+        self._buf, self._trace, self._node = buf, None, None
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        return self
+
+    @classmethod
+    def _traced(cls, trace, node: Node) -> "Array":
+        self = object.__new__(cls)
+        self._buf, self._trace, self._node = None, trace, node
+        self.shape, self.dtype = node.shape, node.dtype
+        return self
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def is_traced(self) -> bool:
+        return self._trace is not None
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        if self._trace is not None:
+            return f"Traced<{self.dtype}{list(self.shape)}>"
+        body = np.array2string(np.asarray(self), separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={self.dtype})"
+
+    # ------------------------------------------------------------------ host access
+    def _concrete_or_raise(self, what: str) -> None:
+        if self._trace is not None:
+            raise ConcretizationError(
+                f"{what} needs a concrete value, but this array (shape {self.shape}, {self.dtype}) "
+                f"is traced inside a transform (grad, jit, vmap, ...). Use vkml.numpy.where instead "
+                f"of Python control flow on traced values, or mark the argument static.")
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        self._concrete_or_raise("np.asarray")
+        from .vulkan import runtime
+        raw = runtime.get().download(self._buf, self.size * dt.itemsize(self.dtype))
+        store = np.int32 if self.dtype == dt.bool_ else self.dtype
+        out = dt.from_device_numpy(raw.view(store), self.dtype).reshape(self.shape)
+        return out.astype(dtype) if dtype is not None else out
+
+    def numpy(self) -> np.ndarray:
+        """The contents as a new NumPy array."""
+        return np.asarray(self)
+
+    def block_until_ready(self) -> "Array":
+        """Wait for pending work on this array (execution is synchronous: returns at once)."""
+        return self
+
+    def item(self):
+        """The single element as a Python scalar."""
+        self._concrete_or_raise("item()")
+        if self.size != 1:
+            raise ValueError(f"item(): array of shape {self.shape} has {self.size} elements, not 1")
+        return np.asarray(self).reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        self._concrete_or_raise("bool()")
+        if self.size != 1:
+            raise ValueError(f"the truth value of an array of shape {self.shape} is ambiguous; "
+                             f"use .any() or .all()")
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype not in (dt.int32, dt.bool_) or self.size != 1:
+            raise TypeError(f"only integer scalar arrays can be used as an index, got {self.dtype}{list(self.shape)}")
+        return int(self.item())
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __hash__(self):
+        return id(self)
+
+    # ------------------------------------------------------------------ methods
+    def _np(self):
+        from . import numpy as vnp
+        return vnp
+
+    @property
+    def T(self) -> "Array":
+        return self._np().transpose(self)
+
+    def reshape(self, *shape) -> "Array":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return self._np().reshape(self, shape)
+
+    def transpose(self, *axes) -> "Array":
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return self._np().transpose(self, axes or None)
+
+    def astype(self, dtype) -> "Array":
+        return self._np().asarray(self, dtype=dtype)
+
+    def sum(self, axis=None, keepdims=False, dtype=None) -> "Array":
+        return self._np().sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
+
+    def mean(self, axis=None, keepdims=False) -> "Array":
+        return self._np().mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False) -> "Array":
+        return self._np().max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False) -> "Array":
+        return self._np().min(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis=None, keepdims=False) -> "Array":
+        return self._np().prod(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims=False) -> "Array":
+        return self._np().argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims=False) -> "Array":
+        return self._np().argmin(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis=None, ddof=0, keepdims=False) -> "Array":
+        return self._np().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis=None, ddof=0, keepdims=False) -> "Array":
+        return self._np().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def any(self, axis=None, keepdims=False) -> "Array":
+        return self._np().any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims=False) -> "Array":
+        return self._np().all(self, axis=axis, keepdims=keepdims)
+
+    def flatten(self) -> "Array":
+        return self.reshape(-1)
+
+    ravel = flatten
+
+    def squeeze(self, axis=None) -> "Array":
+        return self._np().squeeze(self, axis)
+
+    def clip(self, min=None, max=None) -> "Array":
+        return self._np().clip(self, min, max)
+
+    def __getitem__(self, idx) -> "Array":
+        from .indexing import getitem
+        return getitem(self, idx)
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, o): return self._np().add(self, o)
+    def __radd__(self, o): return self._np().add(o, self)
+    def __sub__(self, o): return self._np().subtract(self, o)
+    def __rsub__(self, o): return self._np().subtract(o, self)
+    def __mul__(self, o): return self._np().multiply(self, o)
+    def __rmul__(self, o): return self._np().multiply(o, self)
+    def __truediv__(self, o): return self._np().divide(self, o)
+    def __rtruediv__(self, o): return self._np().divide(o, self)
+    def __pow__(self, o): return self._np().power(self, o)
+    def __rpow__(self, o): return self._np().power(o, self)
+    def __matmul__(self, o): return self._np().matmul(self, o)
+    def __rmatmul__(self, o): return self._np().matmul(o, self)
+    def __neg__(self): return self._np().negative(self)
+    def __pos__(self): return self
+    def __abs__(self): return self._np().abs(self)
+    def __eq__(self, o): return self._np().equal(self, o)
+    def __ne__(self, o): return self._np().not_equal(self, o)
+    def __lt__(self, o): return self._np().less(self, o)
+    def __le__(self, o): return self._np().less_equal(self, o)
+    def __gt__(self, o): return self._np().greater(self, o)
+    def __ge__(self, o): return self._np().greater_equal(self, o)
+    def __and__(self, o): return self._np().logical_and(self, o)
+    def __or__(self, o): return self._np().logical_or(self, o)
+    def __invert__(self): return self._np().logical_not(self)
+
+
+def bind(kind: OpKind, operands: list, **attrs: Any) -> Array:
+    """Apply an operator: record it in the active trace, or run it now on the device."""
+    t = tracer.current()
+    if t is not None:
+        return Array._traced(t, t.emit(kind, operands, attrs))
+    ins = []
+    for i, v in enumerate(operands):
+        if v._trace is not None:
+            raise tracer.LeakedTracerError(
+                f"{kind.value}: operand {i} is a value traced inside a transform that has returned; "
+                f"return it from the transformed function instead")
+        ins.append(Node(OpKind.Input, (), {"shape": v.shape, "dtype": v.dtype, "index": i}))
+    node = Node(kind, ins, attrs)
+    from .jit import execute
+    return execute(Graph(ins, [node]), list(operands))[0]

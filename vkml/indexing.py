@@ -1,0 +1,90 @@
+"""Array.__getitem__: ints, slices with steps, None, ..., and one integer-array index."""
+from __future__ import annotations
+
+import numpy as _np
+
+from .array import Array, bind
+from .trace import dtypes as dt
+from .trace.ops import OpKind
+
+
+def getitem(a: Array, idx) -> Array:
+    """NumPy basic indexing plus one integer array (gathered with IndexSelect).
+
+    >>> import vkml.numpy as vnp
+    >>> vnp.arange(10)[1:8:3].numpy().tolist()
+    [1, 4, 7]
+    """
+    from . import numpy as vnp
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    n_used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_used > a.ndim:
+        raise IndexError(f"too many indices for array of shape {a.shape}: {n_used} indices")
+    full = []
+    for i in idx:
+        if i is Ellipsis:
+            full += [slice(None)] * (a.ndim - n_used)
+        else:
+            full.append(i)
+    if Ellipsis not in idx:
+        full += [slice(None)] * (a.ndim - n_used)
+    starts, stops, steps = [], [], []
+    out_shape = []       # shape after the whole index (None and int handled)
+    array_index = None   # (axis in the sliced array, index array)
+    axis = 0
+    for i in full:
+        if i is None:
+            out_shape.append(("new",))
+            continue
+        d = a.shape[axis]
+        if isinstance(i, (Array, _np.ndarray, list)):
+            arr = vnp.asarray(i)
+            if arr.dtype == dt.bool_:
+                raise IndexError("boolean mask indexing has a data-dependent shape and is not "
+                                 "supported; use vkml.numpy.where")
+            if dt.is_float(arr.dtype):
+                raise IndexError(f"array index must be integer, got {arr.dtype}")
+            if array_index is not None:
+                raise IndexError("only one integer-array index is supported (index_select along "
+                                 "one axis); index one axis at a time")
+            array_index = (axis, arr)
+            starts.append(0); stops.append(d); steps.append(1)
+            out_shape.append(("arr", arr.shape))
+        elif isinstance(i, slice):
+            b, e, s = i.indices(d)
+            starts.append(b); stops.append(e); steps.append(s)
+            out_shape.append(("keep", len(range(b, e, s))))
+        elif hasattr(i, "__index__") and not isinstance(i, (bool, _np.bool_)):
+            k = int(i.__index__())
+            if not -d <= k < d:
+                raise IndexError(f"index {k} is out of bounds for axis {axis} with size {d}")
+            k %= d
+            starts.append(k); stops.append(k + 1); steps.append(1)
+            out_shape.append(("drop",))
+        else:
+            raise IndexError(f"unsupported index {i!r}: use ints, slices, None, ... or one integer array")
+        axis += 1
+    x = a
+    if any((b, e, s) != (0, dd, 1) for b, e, s, dd in zip(starts, stops, steps, a.shape)):
+        x = bind(OpKind.Slice, [a], starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+    if array_index is not None:
+        ax, arr = array_index
+        x = vnp.take(x, arr, axis=ax)  # replaces axis ax by arr.shape
+    final = []
+    ax = 0
+    for kind in out_shape:
+        if kind[0] == "new":
+            final.append(1)
+        elif kind[0] == "drop":
+            ax += 1
+        elif kind[0] == "arr":
+            final += list(kind[1])
+            ax += len(kind[1])
+        else:
+            final.append(x.shape[ax])
+            ax += 1
+    # take() already expanded the array index's dims in place; map sliced dims by position
+    return vnp.reshape(x, tuple(final))

@@ -1,0 +1,669 @@
+"""vkml.numpy: NumPy's names on Vulkan arrays (thin: promotion, defaults, then registry ops).
+
+Promotion is jax.numpy's on four dtypes (bool < int32 < float32 < float64) with Python
+scalars weakly typed; an integer input to a float function (exp, divide, mean, ...)
+becomes float32, the default float.
+
+>>> import vkml.numpy as vnp
+>>> vnp.exp(vnp.zeros(3)).tolist() if False else vnp.exp(vnp.zeros(3)).numpy().tolist()
+[1.0, 1.0, 1.0]
+"""
+from __future__ import annotations
+
+import builtins as _b
+import math
+from typing import Any, Sequence
+
+import numpy as _np
+
+from .array import Array, bind
+from .trace import dtypes as dt
+from .trace.dtypes import DTypeError
+from .trace.ops import OpKind
+from .trace.shapes import ShapeError, broadcast_shapes, normalize_axes, normalize_axis
+
+inf = float("inf")
+nan = float("nan")
+pi = math.pi
+e = math.e
+newaxis = None
+float32, float64, int32, bool_ = dt.float32, dt.float64, dt.int32, dt.bool_
+ndarray = Array
+
+# --------------------------------------------------------------------------- creation
+
+
+def asarray(x: Any, dtype=None) -> Array:
+    """An Array from an Array, NumPy array, scalar or nested sequence (no copy if unchanged).
+
+    >>> asarray([1, 2]).dtype
+    dtype('int32')
+    """
+    if isinstance(x, Array):
+        if dtype is None or dt.canonical(dtype, "asarray") == x.dtype:
+            return x
+        return bind(OpKind.Cast, [x], dtype=dt.canonical(dtype, "asarray"))
+    if dtype is not None:
+        d = dt.canonical(dtype, "asarray")
+    elif isinstance(x, bool) or isinstance(x, _np.bool_):
+        d = dt.bool_
+    elif isinstance(x, int):
+        d = dt.int32
+    elif isinstance(x, float):
+        d = dt.float32
+    else:
+        arr = _np.asarray(x)
+        if arr.dtype == object:
+            raise DTypeError(f"asarray: cannot convert {type(x).__name__} to an array (object dtype)")
+        d = dt.float32 if arr.dtype.kind == "f" and arr.dtype == _np.float16 else dt.canonical(arr.dtype, "asarray")
+    raw = dt.to_device_numpy(_np.asarray(x), d, "asarray")
+    from .vulkan import runtime
+    buf = runtime.get().upload(raw)
+    return Array._concrete(buf, raw.shape, d)
+
+
+def array(x: Any, dtype=None, copy: bool = True) -> Array:
+    """Like asarray; with an Array input and copy=True, a fresh device copy."""
+    a = asarray(x, dtype)
+    if copy and a is x:
+        return bind(OpKind.Copy, [a])
+    return a
+
+
+def _shape(shape) -> tuple:
+    if isinstance(shape, (int, _np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def full(shape, fill_value, dtype=None) -> Array:
+    """An array of shape filled with fill_value (dtype from the value when not given)."""
+    if isinstance(fill_value, Array):
+        return broadcast_to(asarray(fill_value, dtype), _shape(shape))
+    if dtype is None:
+        dtype = dt.promote_weak([], [type(fill_value) if type(fill_value) in (bool, int, float) else float])
+    d = dt.canonical(dtype, "full")
+    v = bool(fill_value) if d == dt.bool_ else (int(fill_value) if d == dt.int32 else float(fill_value))
+    return bind(OpKind.Full, [], shape=_shape(shape), dtype=d, value=v)
+
+
+def zeros(shape, dtype=float32) -> Array:
+    return full(shape, 0, dtype)
+
+
+def ones(shape, dtype=float32) -> Array:
+    return full(shape, 1, dtype)
+
+
+def zeros_like(a, dtype=None) -> Array:
+    a = asarray(a)
+    return full(a.shape, 0, dtype or a.dtype)
+
+
+def ones_like(a, dtype=None) -> Array:
+    a = asarray(a)
+    return full(a.shape, 1, dtype or a.dtype)
+
+
+def full_like(a, fill_value, dtype=None) -> Array:
+    a = asarray(a)
+    return full(a.shape, fill_value, dtype or a.dtype)
+
+
+def empty(shape, dtype=float32) -> Array:
+    return zeros(shape, dtype)
+
+
+def arange(start, stop=None, step=1, dtype=None) -> Array:
+    """Evenly spaced values in [start, stop).
+
+    >>> arange(5).numpy().tolist()
+    [0, 1, 2, 3, 4]
+    """
+    if stop is None:
+        start, stop = 0, start
+    if dtype is None:
+        dtype = dt.float32 if _b.any(isinstance(v, float) for v in (start, stop, step)) else dt.int32
+    d = dt.canonical(dtype, "arange")
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    n = _b.max(0, math.ceil((stop - start) / step))
+    return bind(OpKind.Arange, [], n=int(n), start=start, step=step, dtype=d)
+
+
+def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> Array:
+    """num evenly spaced samples over [start, stop] (or [start, stop))."""
+    d = dt.canonical(dtype or dt.float32, "linspace")
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+    hi = dt.float64 if _device_float64() else dt.float32
+    x = bind(OpKind.Arange, [], n=int(num), start=float(start), step=float(step), dtype=hi)
+    if endpoint and num > 1:
+        x = where(arange(num) == num - 1, asarray(float(stop), hi), x)
+    return x.astype(d)
+
+
+def _device_float64() -> bool:
+    from .vulkan import runtime
+    return runtime.get().dev.has_float64
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype=float32) -> Array:
+    M = N if M is None else M
+    return equal(arange(N)[:, None] + k, arange(M)[None, :]).astype(dtype)
+
+
+# --------------------------------------------------------------------------- promotion
+
+
+def _operands(name: str, *xs):
+    """Arrays of one common dtype (Python scalars weakly typed) for an n-ary op."""
+    strong, weak = [], []
+    for x in xs:
+        if isinstance(x, Array):
+            strong.append(x.dtype)
+        elif isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic):
+            weak.append(type(x))
+        elif isinstance(x, _np.ndarray) or isinstance(x, _np.generic):
+            strong.append(dt.canonical(_np.asarray(x).dtype, name) if _np.asarray(x).dtype.kind != "f"
+                          else (dt.float64 if _np.asarray(x).dtype == _np.float64 else dt.float32))
+        else:
+            strong.append(asarray(x).dtype)
+    d = dt.promote_weak(strong, weak)
+    return [asarray(x, d) if not isinstance(x, Array) else (x if x.dtype == d else x.astype(d))
+            for x in xs], d
+
+
+def _float_operands(name, *xs):
+    xs, d = _operands(name, *xs)
+    if not dt.is_float(d):
+        xs, d = [x.astype(dt.float32) for x in xs], dt.float32
+    return xs, d
+
+
+def _unary_float(kind: OpKind, name: str):
+    def f(x) -> Array:
+        (x,), _ = _float_operands(name, x)
+        return bind(kind, [x])
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} (integer input becomes float32).\n\n>>> {name}(asarray([0.5]))  # doctest: +SKIP\n"
+    return f
+
+
+exp = _unary_float(OpKind.Exp, "exp")
+log = _unary_float(OpKind.Log, "log")
+log1p = _unary_float(OpKind.Log1p, "log1p")
+expm1 = _unary_float(OpKind.Expm1, "expm1")
+sqrt = _unary_float(OpKind.Sqrt, "sqrt")
+rsqrt = _unary_float(OpKind.Rsqrt, "rsqrt")
+reciprocal = _unary_float(OpKind.Reciprocal, "reciprocal")
+tanh = _unary_float(OpKind.Tanh, "tanh")
+sin = _unary_float(OpKind.Sin, "sin")
+cos = _unary_float(OpKind.Cos, "cos")
+erf = _unary_float(OpKind.Erf, "erf")
+erfc = _unary_float(OpKind.Erfc, "erfc")
+
+
+def _unary_num(kind: OpKind, name: str):
+    def f(x) -> Array:
+        (x,), d = _operands(name, x)
+        if d == dt.bool_:
+            x = x.astype(dt.int32)
+        return bind(kind, [x])
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name}.\n\n>>> {name}(asarray([-1.5]))  # doctest: +SKIP\n"
+    return f
+
+
+negative = _unary_num(OpKind.Neg, "negative")
+abs = _unary_num(OpKind.Abs, "abs")
+absolute = abs
+sign = _unary_num(OpKind.Sign, "sign")
+
+
+def square(x) -> Array:
+    return multiply(x, x)
+
+
+def _binary(kind: OpKind, name: str, floats: bool = False, bool_ok: bool = False):
+    def f(x, y) -> Array:
+        (x, y), d = (_float_operands if floats else _operands)(name, x, y)
+        if d == dt.bool_ and not bool_ok:
+            x, y = x.astype(dt.int32), y.astype(dt.int32)
+        return bind(kind, [x, y])
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} with broadcasting and promotion.\n\n>>> {name}(asarray([1.0]), 2.0)  # doctest: +SKIP\n"
+    return f
+
+
+add = _binary(OpKind.Add, "add")
+subtract = _binary(OpKind.Sub, "subtract")
+multiply = _binary(OpKind.Mul, "multiply")
+divide = _binary(OpKind.Div, "divide", floats=True)
+true_divide = divide
+maximum = _binary(OpKind.Maximum, "maximum", bool_ok=True)
+minimum = _binary(OpKind.Minimum, "minimum", bool_ok=True)
+
+
+def power(x, y) -> Array:
+    """x ** y; an integer base with a non-negative Python int exponent stays integer."""
+    if isinstance(y, int) and not isinstance(y, bool) and y >= 0:
+        (xa,), d = _operands("power", x)
+        if not dt.is_float(d):
+            xa = xa.astype(dt.int32) if d == dt.bool_ else xa
+            result, base, k = ones_like(xa), xa, y
+            while k:
+                if k & 1:
+                    result = result * base
+                k >>= 1
+                if k:
+                    base = base * base
+            return result
+    (x, y), _ = _float_operands("power", x, y)
+    return bind(OpKind.Pow, [x, y])
+
+
+def _compare(kind: OpKind, name: str):
+    def f(x, y) -> Array:
+        (x, y), _ = _operands(name, x, y)
+        return bind(kind, [x, y])
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} as bool.\n\n>>> {name}(asarray([1]), 1)  # doctest: +SKIP\n"
+    return f
+
+
+equal = _compare(OpKind.Equal, "equal")
+not_equal = _compare(OpKind.NotEqual, "not_equal")
+less = _compare(OpKind.Less, "less")
+less_equal = _compare(OpKind.LessEqual, "less_equal")
+greater = _compare(OpKind.Greater, "greater")
+greater_equal = _compare(OpKind.GreaterEqual, "greater_equal")
+
+
+def _as_bool(x) -> Array:
+    return asarray(x, dt.bool_)
+
+
+def logical_and(x, y) -> Array:
+    return bind(OpKind.Minimum, [_as_bool(x), _as_bool(y)])
+
+
+def logical_or(x, y) -> Array:
+    return bind(OpKind.Maximum, [_as_bool(x), _as_bool(y)])
+
+
+def logical_not(x) -> Array:
+    x = _as_bool(x)
+    return bind(OpKind.Equal, [x, asarray(False)])
+
+
+def isnan(x) -> Array:
+    x = asarray(x)
+    if not dt.is_float(x.dtype):
+        return full(x.shape, False)
+    return not_equal(x, x)
+
+
+def isfinite(x) -> Array:
+    x = asarray(x)
+    if not dt.is_float(x.dtype):
+        return full(x.shape, True)
+    return less(abs(x), inf)
+
+
+def where(condition, x=None, y=None) -> Array:
+    """x where condition else y (broadcast; x and y promoted together)."""
+    if x is None or y is None:
+        raise TypeError("where: the one-argument form (nonzero) has a data-dependent shape and is "
+                        "not supported; pass x and y")
+    (x, y), _ = _operands("where", x, y)
+    return bind(OpKind.Where, [_as_bool(condition), x, y])
+
+
+def clip(a, a_min=None, a_max=None) -> Array:
+    """Limit values to [a_min, a_max]."""
+    if a_min is not None:
+        a = maximum(a, a_min)
+    if a_max is not None:
+        a = minimum(a, a_max)
+    return asarray(a)
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+def _axes(name, a: Array, axis):
+    return normalize_axes(name, axis, a.ndim)
+
+
+def sum(a, axis=None, keepdims: bool = False, dtype=None) -> Array:
+    """Sum over axis (None: all); bool sums count as int32."""
+    a = asarray(a)
+    if dtype is not None:
+        a = a.astype(dtype)
+    elif a.dtype == dt.bool_:
+        a = a.astype(dt.int32)
+    return bind(OpKind.Sum, [a], axes=_axes("sum", a, axis), keepdims=bool(keepdims))
+
+
+def mean(a, axis=None, keepdims: bool = False) -> Array:
+    """Arithmetic mean over axis; integer input gives float32."""
+    a = asarray(a)
+    if not dt.is_float(a.dtype):
+        a = a.astype(dt.float32)
+    return bind(OpKind.Mean, [a], axes=_axes("mean", a, axis), keepdims=bool(keepdims))
+
+
+def max(a, axis=None, keepdims: bool = False) -> Array:
+    a = asarray(a)
+    return bind(OpKind.Max, [a], axes=_axes("max", a, axis), keepdims=bool(keepdims))
+
+
+def min(a, axis=None, keepdims: bool = False) -> Array:
+    a = asarray(a)
+    return bind(OpKind.Min, [a], axes=_axes("min", a, axis), keepdims=bool(keepdims))
+
+
+amax, amin = max, min
+
+
+def any(a, axis=None, keepdims: bool = False) -> Array:
+    return max(_as_bool(a), axis, keepdims)
+
+
+def all(a, axis=None, keepdims: bool = False) -> Array:
+    return min(_as_bool(a), axis, keepdims)
+
+
+def prod(a, axis=None, keepdims: bool = False) -> Array:
+    a = asarray(a)
+    if a.dtype == dt.bool_:
+        a = a.astype(dt.int32)
+    return bind(OpKind.Prod, [a], axes=_axes("prod", a, axis), keepdims=bool(keepdims))
+
+
+def _arg(kind, name, a, axis, keepdims):
+    a = asarray(a)
+    if a.dtype == dt.bool_:
+        a = a.astype(dt.int32)
+    if axis is None:
+        r = bind(kind, [reshape(a, (-1,))], axes=(0,), keepdims=False)
+        return reshape(r, (1,) * a.ndim) if keepdims else r
+    return bind(kind, [a], axes=(normalize_axis(name, axis, a.ndim),), keepdims=bool(keepdims))
+
+
+def argmax(a, axis=None, keepdims: bool = False) -> Array:
+    """Index of the first maximum (over the flattened array when axis is None)."""
+    return _arg(OpKind.ArgMax, "argmax", a, axis, keepdims)
+
+
+def argmin(a, axis=None, keepdims: bool = False) -> Array:
+    """Index of the first minimum (over the flattened array when axis is None)."""
+    return _arg(OpKind.ArgMin, "argmin", a, axis, keepdims)
+
+
+def var(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
+    """Variance (two-pass: mean first, then mean squared deviation)."""
+    a = asarray(a)
+    if not dt.is_float(a.dtype):
+        a = a.astype(dt.float32)
+    axes = _axes("var", a, axis)
+    n = 1
+    for ax in axes:
+        n *= a.shape[ax]
+    m = mean(a, axes, keepdims=True)
+    d = a - m
+    s = sum(d * d, axes, keepdims=keepdims)
+    return s / float(n - ddof) if n - ddof > 0 else s * nan
+
+
+def std(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
+    return sqrt(var(a, axis, ddof, keepdims))
+
+
+def cumsum(a, axis=None) -> Array:
+    """Inclusive running sum (flattened when axis is None)."""
+    a = asarray(a)
+    if a.dtype == dt.bool_:
+        a = a.astype(dt.int32)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return bind(OpKind.Cumsum, [a], axis=normalize_axis("cumsum", axis, a.ndim))
+
+
+# --------------------------------------------------------------------------- contraction
+
+
+def matmul(a, b) -> Array:
+    """Matrix product with NumPy's rules for 1-d operands and batch broadcasting."""
+    (a, b), d = _operands("matmul", a, b)
+    if d == dt.bool_:
+        a, b = a.astype(dt.int32), b.astype(dt.int32)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"matmul: operands must not be 0-d, got shapes {a.shape} and {b.shape}")
+    va, vb = a.ndim == 1, b.ndim == 1
+    if va:
+        a = reshape(a, (1,) + a.shape)
+    if vb:
+        b = reshape(b, b.shape + (1,))
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"matmul: contraction mismatch, {a.shape} @ {b.shape}: {a.shape[-1]} != {b.shape[-2]}")
+    out = bind(OpKind.MatMul, [a, b])
+    if va and vb:
+        return reshape(out, out.shape[:-2])
+    if va:
+        return reshape(out, out.shape[:-2] + out.shape[-1:])
+    if vb:
+        return reshape(out, out.shape[:-1])
+    return out
+
+
+def dot(a, b) -> Array:
+    """NumPy dot for rank <= 2 operands (scalars multiply)."""
+    a, b = asarray(a), asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b)
+    if a.ndim > 2 or b.ndim > 2:
+        raise ShapeError(f"dot: rank > 2 operands {a.shape}, {b.shape} are not supported; use matmul or einsum")
+    return matmul(a, b)
+
+
+def vdot(a, b) -> Array:
+    return sum(multiply(reshape(a, (-1,)), reshape(b, (-1,))))
+
+
+def outer(a, b) -> Array:
+    return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
+
+
+def einsum(subscripts: str, *operands) -> Array:
+    """Einstein summation for explicit two-operand (or one-operand) specs via matmul."""
+    from .einsum import einsum as _e
+    return _e(subscripts, *operands)
+
+
+# --------------------------------------------------------------------------- shape
+
+
+def reshape(a, shape) -> Array:
+    """Same data, new shape (one -1 is inferred)."""
+    a = asarray(a)
+    shape = _shape(shape)
+    if shape.count(-1) > 1:
+        raise ShapeError(f"reshape: only one -1 allowed in {shape}")
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            if s != -1:
+                known *= s
+        if known == 0 or a.size % known:
+            raise ShapeError(f"reshape: cannot reshape {a.shape} ({a.size} elements) to {shape}")
+        shape = tuple(a.size // known if s == -1 else s for s in shape)
+    if shape == a.shape:
+        return a
+    return bind(OpKind.Reshape, [a], shape=shape)
+
+
+def transpose(a, axes=None) -> Array:
+    a = asarray(a)
+    perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(normalize_axis("transpose", x, a.ndim) for x in axes)
+    if perm == tuple(range(a.ndim)):
+        return a
+    return bind(OpKind.Permute, [a], perm=perm)
+
+
+def swapaxes(a, axis1: int, axis2: int) -> Array:
+    a = asarray(a)
+    p = list(range(a.ndim))
+    i, j = normalize_axis("swapaxes", axis1, a.ndim), normalize_axis("swapaxes", axis2, a.ndim)
+    p[i], p[j] = p[j], p[i]
+    return transpose(a, p)
+
+
+def moveaxis(a, source: int, destination: int) -> Array:
+    a = asarray(a)
+    s, d = normalize_axis("moveaxis", source, a.ndim), normalize_axis("moveaxis", destination, a.ndim)
+    p = [i for i in range(a.ndim) if i != s]
+    p.insert(d, s)
+    return transpose(a, p)
+
+
+def expand_dims(a, axis) -> Array:
+    a = asarray(a)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    nd = a.ndim + len(axes)
+    axes = sorted(normalize_axis("expand_dims", x, nd) for x in axes)
+    shape = list(a.shape)
+    for ax in axes:
+        shape.insert(ax, 1)
+    return reshape(a, tuple(shape))
+
+
+def squeeze(a, axis=None) -> Array:
+    a = asarray(a)
+    if axis is None:
+        return reshape(a, tuple(d for d in a.shape if d != 1))
+    axes = normalize_axes("squeeze", axis, a.ndim)
+    for ax in axes:
+        if a.shape[ax] != 1:
+            raise ShapeError(f"squeeze: axis {ax} of shape {a.shape} has size {a.shape[ax]}, not 1")
+    return reshape(a, tuple(d for i, d in enumerate(a.shape) if i not in axes))
+
+
+def broadcast_to(a, shape) -> Array:
+    a = asarray(a)
+    shape = _shape(shape)
+    if a.shape == shape:
+        return a
+    return bind(OpKind.Expand, [a], shape=shape)
+
+
+def broadcast_arrays(*arrays) -> list[Array]:
+    arrays = [asarray(x) for x in arrays]
+    s = broadcast_shapes("broadcast_arrays", *[x.shape for x in arrays])
+    return [broadcast_to(x, s) for x in arrays]
+
+
+def concatenate(arrays: Sequence, axis: int = 0) -> Array:
+    """Join arrays along an existing axis (dtypes promoted)."""
+    xs, _ = _operands("concatenate", *arrays)
+    if not xs:
+        raise ValueError("concatenate: need at least one array")
+    if xs[0].ndim == 0:
+        raise ShapeError("concatenate: zero-dimensional arrays cannot be concatenated")
+    ax = normalize_axis("concatenate", axis, xs[0].ndim)
+    if len(xs) == 1:
+        return xs[0]
+    return bind(OpKind.Concat, xs, axis=ax)
+
+
+def stack(arrays: Sequence, axis: int = 0) -> Array:
+    """Join arrays along a new axis."""
+    xs = [asarray(x) for x in arrays]
+    if not xs:
+        raise ValueError("stack: need at least one array")
+    shapes = {x.shape for x in xs}
+    if len(shapes) > 1:
+        raise ShapeError(f"stack: all arrays need the same shape, got {sorted(shapes)}")
+    ax = normalize_axis("stack", axis, xs[0].ndim + 1)
+    return concatenate([expand_dims(x, ax) for x in xs], ax)
+
+
+def split(a, indices_or_sections, axis: int = 0) -> list[Array]:
+    """Split into equal sections or at the given indices."""
+    a = asarray(a)
+    ax = normalize_axis("split", axis, a.ndim)
+    n = a.shape[ax]
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        if k <= 0 or n % k:
+            raise ShapeError(f"split: axis {ax} of size {n} does not divide into {k} equal sections")
+        bounds = [i * (n // k) for i in range(k + 1)]
+    else:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        idx = [slice(None)] * a.ndim
+        idx[ax] = slice(lo, hi)
+        out.append(a[tuple(idx)])
+    return out
+
+
+def take(a, indices, axis=None) -> Array:
+    """Gather along axis (flattened when None); negative indices wrap, out of range clamps."""
+    a = asarray(a)
+    idx = asarray(indices)
+    if idx.dtype != dt.int32:
+        if dt.is_float(idx.dtype):
+            raise DTypeError(f"take: indices must be integers, got {idx.dtype}")
+        idx = idx.astype(dt.int32)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    ax = normalize_axis("take", axis, a.ndim)
+    flat = reshape(idx, (-1,))
+    out = bind(OpKind.IndexSelect, [a, flat], axis=ax)
+    return reshape(out, a.shape[:ax] + idx.shape + a.shape[ax + 1:])
+
+
+def pad(a, pad_width, mode: str = "constant", constant_values=0) -> Array:
+    """Constant padding (NumPy's pad_width forms)."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported; only 'constant'")
+    a = asarray(a)
+    pw = _np.broadcast_to(_np.asarray(pad_width, dtype=_np.int64), (a.ndim, 2))
+    pads = tuple((int(lo), int(hi)) for lo, hi in pw)
+    return bind(OpKind.Pad, [a], pads=pads, value=constant_values)
+
+
+def flip(a, axis=None) -> Array:
+    a = asarray(a)
+    return bind(OpKind.Flip, [a], axes=normalize_axes("flip", axis, a.ndim))
+
+
+def ravel(a) -> Array:
+    return reshape(a, (-1,))
+
+
+def shape(a) -> tuple:
+    return asarray(a).shape
+
+
+def ndim(a) -> int:
+    return asarray(a).ndim
+
+
+def size(a) -> int:
+    return asarray(a).size
+
+
+def astype(a, dtype) -> Array:
+    return asarray(a).astype(dtype)
+
+
+def copy(a) -> Array:
+    return bind(OpKind.Copy, [asarray(a)])
+
+
+def allclose(a, b, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
+    """Host-side check (reads both arrays back)."""
+    return bool(_np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol))

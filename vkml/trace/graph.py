@@ -1,0 +1,150 @@
+"""Node and Graph: the program representation every transform reads and writes.
+
+A Node is immutable once made; a Graph is a topologically ordered, immutable view of the
+nodes reachable from its outputs, with its Input nodes in argument order.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .ops import OpKind, infer
+
+_ids = itertools.count()
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, np.dtype):
+        return str(v)
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    if isinstance(v, (int, float, str, bool, type(None))):
+        return v
+    return ("id", id(v))  # arrays captured by Const: identity, never content
+
+
+class Node:
+    """One operator application: op, input nodes, attributes, inferred shape and dtype.
+
+    >>> from vkml.trace.ops import OpKind
+    >>> import numpy as np
+    >>> x = Node(OpKind.Input, (), {"shape": (3,), "dtype": np.float32, "index": 0})
+    >>> Node(OpKind.Exp, (x,), {}).shape
+    (3,)
+    """
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "id", "tag", "_key")
+
+    def __init__(self, op: OpKind, inputs: Sequence["Node"], attrs: dict, tag: Any = None,
+                 shape=None, dtype=None):
+        attrs = dict(attrs)
+        if shape is None:
+            shape, dtype = infer(op, [i.shape for i in inputs], [i.dtype for i in inputs], attrs)
+        object.__setattr__(self, "op", op)
+        object.__setattr__(self, "inputs", tuple(inputs))
+        object.__setattr__(self, "attrs", attrs)
+        object.__setattr__(self, "shape", tuple(shape))
+        object.__setattr__(self, "dtype", np.dtype(dtype))
+        object.__setattr__(self, "id", next(_ids))
+        # tag marks provenance that transforms must respect (e.g. a checkpoint region)
+        object.__setattr__(self, "tag", tag)
+        object.__setattr__(self, "_key", None)
+
+    def __setattr__(self, k, v):
+        raise AttributeError("Node is immutable")
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def key(self) -> tuple:
+        """Structural identity for common-subexpression merging (inputs by node id)."""
+        if self._key is None:
+            k = (self.op, tuple(i.id for i in self.inputs),
+                 tuple(sorted((a, _freeze(v)) for a, v in self.attrs.items())), self.tag)
+            object.__setattr__(self, "_key", k)
+        return self._key
+
+    def __repr__(self) -> str:
+        a = ", ".join(f"{k}={v}" for k, v in self.attrs.items() if k not in ("value",))
+        ins = ", ".join(f"%{i.id}" for i in self.inputs)
+        return f"%{self.id} = {self.op.value}({ins}{', ' if ins and a else ''}{a}) : {self.dtype}{list(self.shape)}"
+
+
+def toposort(outputs: Iterable[Node]) -> list[Node]:
+    """Nodes reachable from outputs, each after all of its inputs (iterative DFS)."""
+    order, seen = [], set()
+    for root in outputs:
+        if root.id in seen:
+            continue
+        stack = [(root, False)]
+        while stack:
+            n, done = stack.pop()
+            if done:
+                order.append(n)
+                continue
+            if n.id in seen:
+                continue
+            seen.add(n.id)
+            stack.append((n, True))
+            for i in reversed(n.inputs):
+                if i.id not in seen:
+                    stack.append((i, False))
+    return order
+
+
+class Graph:
+    """An immutable program: Input nodes (in argument order), outputs, topological nodes.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> g = vkml.make_graph(lambda x: vnp.exp(x) + 1.0, vnp.ones(3))
+    >>> [n.op.value for n in g.nodes]
+    ['Input', 'Exp', 'Full', 'Add']
+    """
+    __slots__ = ("inputs", "outputs", "nodes")
+
+    def __init__(self, inputs: Sequence[Node], outputs: Sequence[Node]):
+        for i in inputs:
+            if i.op is not OpKind.Input:
+                raise TypeError(f"Graph inputs must be Input nodes, got {i}")
+        order = toposort(outputs)
+        known = {i.id for i in inputs}
+        for n in order:
+            if n.op is OpKind.Input and n.id not in known:
+                raise ValueError(f"Graph: {n} is reachable from the outputs but not an input")
+        # unused inputs still belong to the graph, first
+        used = {n.id for n in order}
+        order = [i for i in inputs if i.id not in used] + order
+        object.__setattr__(self, "inputs", tuple(inputs))
+        object.__setattr__(self, "outputs", tuple(outputs))
+        object.__setattr__(self, "nodes", tuple(order))
+
+    def __setattr__(self, k, v):
+        raise AttributeError("Graph is immutable")
+
+    def consumers(self) -> dict[int, list[Node]]:
+        """node id -> nodes that read it."""
+        c: dict[int, list[Node]] = {n.id: [] for n in self.nodes}
+        for n in self.nodes:
+            for i in n.inputs:
+                c[i.id].append(n)
+        return c
+
+    def op_count(self) -> int:
+        """Nodes other than Input/Const."""
+        return sum(n.op not in (OpKind.Input, OpKind.Const) for n in self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        lines = [f"graph({', '.join('%' + str(i.id) for i in self.inputs)}):"]
+        lines += ["  " + repr(n) for n in self.nodes if n.op is not OpKind.Input]
+        lines.append(f"  return {', '.join('%' + str(o.id) for o in self.outputs)}")
+        return "\n".join(lines)

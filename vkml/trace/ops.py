@@ -1,0 +1,580 @@
+"""THE registry: one OpKind and one OpSpec per operator.
+
+Everything that needs a fact about an operator (the tracer's shape and dtype checks, the
+executor's kernel dispatch, the generated docs, the coverage tests, the gradient table)
+reads it from `SPECS` here. Nothing else lists operators.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import dtypes as dt
+from .dtypes import DTypeError
+from .shapes import ShapeError, broadcast_shapes, conv_out, normalize_axes, size_of
+
+
+class OpKind(enum.Enum):
+    """Every operator a graph can hold."""
+    # leaves and creation
+    Input = "Input"; Const = "Const"; Full = "Full"; Arange = "Arange"; Rand = "Rand"
+    # unary
+    Neg = "Neg"; Reciprocal = "Reciprocal"; Exp = "Exp"; Log = "Log"; Log1p = "Log1p"
+    Expm1 = "Expm1"; Sqrt = "Sqrt"; Rsqrt = "Rsqrt"; Sin = "Sin"; Cos = "Cos"; Tanh = "Tanh"
+    Sigmoid = "Sigmoid"; Abs = "Abs"; Sign = "Sign"; Erf = "Erf"; Erfc = "Erfc"; Relu = "Relu"
+    Gelu = "Gelu"; Silu = "Silu"
+    Cast = "Cast"; Copy = "Copy"
+    # binary
+    Add = "Add"; Sub = "Sub"; Mul = "Mul"; Div = "Div"; Pow = "Pow"; Maximum = "Maximum"
+    Minimum = "Minimum"; Where = "Where"
+    # comparisons
+    Equal = "Equal"; NotEqual = "NotEqual"; Less = "Less"; LessEqual = "LessEqual"
+    Greater = "Greater"; GreaterEqual = "GreaterEqual"
+    # reductions and scans
+    Sum = "Sum"; Mean = "Mean"; Max = "Max"; Min = "Min"; Prod = "Prod"; ArgMax = "ArgMax"
+    ArgMin = "ArgMin"; Cumsum = "Cumsum"
+    # movement
+    Reshape = "Reshape"; Permute = "Permute"; Expand = "Expand"; Slice = "Slice"; Pad = "Pad"
+    Concat = "Concat"; Flip = "Flip"
+    # indexing, contraction, windows, and the four scatters
+    IndexSelect = "IndexSelect"; ScatterAdd = "ScatterAdd"; MatMul = "MatMul"; Im2Col = "Im2Col"
+    Col2Im = "Col2Im"; MaxPool2d = "MaxPool2d"; MaxPool2dBackward = "MaxPool2dBackward"
+    SliceBackward = "SliceBackward"
+    # normalised exponentials
+    Softmax = "Softmax"; LogSoftmax = "LogSoftmax"
+
+
+class Grad(enum.Enum):
+    """An operator's gradient status: the groups of autograd-semantics.txt."""
+    RULE = "has a rule"
+    LEAF = "leaf or creation: nothing to propagate to, it has no differentiable inputs"
+    BOOLEAN = "boolean result: not differentiable, the output is not a float"
+    DISCONTINUOUS = ("discontinuous or integral: the derivative is zero almost everywhere "
+                     "and undefined at the steps")
+    NOT_YET = "not yet: the rule is not written"
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Everything declared about one operator."""
+    kind: OpKind
+    arity: int | None                 # None: variadic (Concat)
+    attrs: tuple[str, ...]
+    shape_rule: Callable[[list[tuple], dict], tuple]
+    dtype_rule: Callable[[list[np.dtype], dict], np.dtype]
+    dtypes: tuple[np.dtype, ...]      # dtypes of the (first) data operand the kernel takes
+    kernel: str | None                # kernel family in vkml/vulkan/kernels, None for Input/Const
+    grad: Grad
+    doc: str
+    family: str = ""                  # for docs and coverage grouping
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.kind.value
+
+
+SPECS: dict[OpKind, OpSpec] = {}
+
+
+def spec(kind: OpKind) -> OpSpec:
+    return SPECS[kind]
+
+
+def _declare(kind, arity, attrs, shape_rule, dtype_rule, dtypes, kernel, grad, doc, family):
+    SPECS[kind] = OpSpec(kind, arity, tuple(attrs), shape_rule, dtype_rule, tuple(dtypes),
+                         kernel, grad, doc, family)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _need(op: str, dtypes_in: Sequence[np.dtype], allowed: Sequence[np.dtype], what="operand"):
+    for d in dtypes_in:
+        if np.dtype(d) not in allowed:
+            raise DTypeError(f"{op}: {what} dtype {np.dtype(d)} is not supported; valid: "
+                             f"{', '.join(str(a) for a in allowed)}")
+
+
+def _same(op: str, ds: Sequence[np.dtype]):
+    if len({np.dtype(d) for d in ds}) > 1:
+        raise DTypeError(f"{op}: operand dtypes {', '.join(str(d) for d in ds)} differ; "
+                         f"cast them to one dtype first (vkml.numpy promotes automatically)")
+
+
+def _shape_attr(op, shape):
+    if not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ShapeError(f"{op}: shape {shape!r} must be a tuple of non-negative ints")
+    return shape
+
+
+def _dtype_attr(op, a, allowed=dt.ALL):
+    d = np.dtype(a["dtype"])
+    _need(op, [d], allowed, "requested")
+    return d
+
+
+# --------------------------------------------------------------------------- leaves
+
+def _leaf_shape(op):
+    return lambda s, a: _shape_attr(op, tuple(a["shape"]))
+
+
+for _k, _doc in [
+    (OpKind.Input, "A graph input: a placeholder bound to an argument when the graph runs."),
+    (OpKind.Const, "A constant captured from outside the traced function (a device array)."),
+]:
+    _declare(_k, 0, ("shape", "dtype", "value") if _k is OpKind.Const else ("shape", "dtype", "index"),
+             _leaf_shape(_k.value), (lambda s, a, _o=_k.value: _dtype_attr(_o, a)), dt.ALL, None,
+             Grad.LEAF, _doc, "leaf")
+
+_declare(OpKind.Full, 0, ("shape", "dtype", "value"), _leaf_shape("Full"),
+         lambda s, a: _dtype_attr("Full", a), dt.ALL, "fill", Grad.LEAF,
+         "An array of `shape` filled with `value`.", "leaf")
+
+
+def _arange_shape(s, a):
+    n = a["n"]
+    if not isinstance(n, int) or n < 0:
+        raise ShapeError(f"Arange: length {n!r} must be a non-negative int")
+    return (n,)
+
+
+_declare(OpKind.Arange, 0, ("n", "start", "step", "dtype"), _arange_shape,
+         lambda s, a: _dtype_attr("Arange", a, dt.NUMERIC), dt.NUMERIC, "arange", Grad.LEAF,
+         "`start + step * i` for i in [0, n).", "leaf")
+
+
+def _rand_shape(s, a):
+    if s[0] != (2,):
+        raise ShapeError(f"Rand: key must have shape (2,), got {s[0]}; make one with vkml.random.key")
+    return _shape_attr("Rand", tuple(a["shape"]))
+
+
+def _rand_dtype(d, a):
+    _need("Rand", d, (dt.int32,), "key")
+    return _dtype_attr("Rand", a, dt.NUMERIC)
+
+
+_declare(OpKind.Rand, 1, ("shape", "dtype"), _rand_shape, _rand_dtype, (dt.int32,), "rand",
+         Grad.LEAF,
+         "Counter-based random numbers (Philox-4x32-10) keyed by an int32[2] key: uniform in "
+         "[0, 1) for float dtypes, uniformly random 32-bit words for int32.", "leaf")
+
+# --------------------------------------------------------------------------- elementwise
+
+
+def _same_shape(s, a):
+    return s[0]
+
+
+def _unary_dtype(op, allowed):
+    def rule(d, a):
+        _need(op, d, allowed)
+        return np.dtype(d[0])
+    return rule
+
+
+_UNARY = {
+    OpKind.Neg: (dt.NUMERIC, "-x"),
+    OpKind.Reciprocal: (dt.FLOATS, "1 / x"),
+    OpKind.Exp: (dt.FLOATS, "e**x"),
+    OpKind.Log: (dt.FLOATS, "natural logarithm; -inf at 0, nan below"),
+    OpKind.Log1p: (dt.FLOATS, "log(1 + x), accurate near 0"),
+    OpKind.Expm1: (dt.FLOATS, "exp(x) - 1, accurate near 0"),
+    OpKind.Sqrt: (dt.FLOATS, "square root; nan below 0"),
+    OpKind.Rsqrt: (dt.FLOATS, "1 / sqrt(x)"),
+    OpKind.Sin: (dt.FLOATS, "sine"),
+    OpKind.Cos: (dt.FLOATS, "cosine"),
+    OpKind.Tanh: (dt.FLOATS, "hyperbolic tangent"),
+    OpKind.Sigmoid: (dt.FLOATS, "1 / (1 + exp(-x)), computed without overflow"),
+    OpKind.Abs: (dt.NUMERIC, "|x|"),
+    OpKind.Sign: (dt.NUMERIC, "-1, 0 or 1 (nan stays nan)"),
+    OpKind.Erf: (dt.FLOATS, "the error function"),
+    OpKind.Erfc: (dt.FLOATS, "1 - erf(x), accurate for large x"),
+    OpKind.Relu: (dt.NUMERIC, "max(x, 0)"),
+    OpKind.Gelu: (dt.FLOATS, "x * Phi(x) (exact, via erfc) or its tanh approximation "
+                             "when `approximate`"),
+    OpKind.Silu: (dt.FLOATS, "x * sigmoid(x)"),
+}
+for _k, (_ds, _doc) in _UNARY.items():
+    _grad = Grad.DISCONTINUOUS if _k is OpKind.Sign else Grad.NOT_YET
+    _declare(_k, 1, ("approximate",) if _k is OpKind.Gelu else (), _same_shape,
+             _unary_dtype(_k.value, _ds), _ds, "elementwise", _grad, _doc, "unary")
+
+
+def _cast_dtype(d, a):
+    return _dtype_attr("Cast", a)
+
+
+_declare(OpKind.Cast, 1, ("dtype",), _same_shape, _cast_dtype, dt.ALL, "elementwise",
+         Grad.NOT_YET, "Convert to `dtype` (float to int truncates toward zero; to bool is x != 0).",
+         "unary")
+_declare(OpKind.Copy, 1, (), _same_shape, _unary_dtype("Copy", dt.ALL), dt.ALL, "elementwise",
+         Grad.NOT_YET, "A fresh contiguous copy.", "unary")
+
+
+def _bcast(op):
+    return lambda s, a: broadcast_shapes(op, *s)
+
+
+def _binary_dtype(op, allowed):
+    def rule(d, a):
+        _same(op, d)
+        _need(op, d, allowed)
+        return np.dtype(d[0])
+    return rule
+
+
+_BINARY = {
+    OpKind.Add: (dt.NUMERIC, "x + y"),
+    OpKind.Sub: (dt.NUMERIC, "x - y"),
+    OpKind.Mul: (dt.NUMERIC, "x * y"),
+    OpKind.Div: (dt.FLOATS, "x / y (true division)"),
+    OpKind.Pow: (dt.FLOATS, "x ** y; negative x with integral y is exact, otherwise nan"),
+    OpKind.Maximum: (dt.ALL, "elementwise max; nan propagates; on bool it is logical or"),
+    OpKind.Minimum: (dt.ALL, "elementwise min; nan propagates; on bool it is logical and"),
+}
+for _k, (_ds, _doc) in _BINARY.items():
+    _declare(_k, 2, (), _bcast(_k.value), _binary_dtype(_k.value, _ds), _ds, "elementwise",
+             Grad.NOT_YET, _doc + "; shapes broadcast.", "binary")
+
+
+def _where_dtype(d, a):
+    _need("Where", d[:1], (dt.bool_,), "condition")
+    _same("Where", d[1:])
+    return np.dtype(d[1])
+
+
+_declare(OpKind.Where, 3, (), _bcast("Where"), _where_dtype, dt.ALL, "elementwise", Grad.NOT_YET,
+         "cond ? x : y; shapes broadcast.", "binary")
+
+
+def _cmp_dtype(op, allowed):
+    def rule(d, a):
+        _same(op, d)
+        _need(op, d, allowed)
+        return dt.bool_
+    return rule
+
+
+for _k, _sym in [(OpKind.Equal, "=="), (OpKind.NotEqual, "!="), (OpKind.Less, "<"),
+                 (OpKind.LessEqual, "<="), (OpKind.Greater, ">"), (OpKind.GreaterEqual, ">=")]:
+    _ds = dt.ALL if _k in (OpKind.Equal, OpKind.NotEqual) else dt.NUMERIC
+    _declare(_k, 2, (), _bcast(_k.value), _cmp_dtype(_k.value, _ds), _ds, "elementwise",
+             Grad.BOOLEAN, f"x {_sym} y as bool; shapes broadcast.", "compare")
+
+# --------------------------------------------------------------------------- reductions
+
+
+def _reduce_shape(op):
+    def rule(s, a):
+        nd = len(s[0])
+        axes = normalize_axes(op, a["axes"], nd)
+        if tuple(a["axes"]) != axes:
+            raise ShapeError(f"{op}: axes attribute must be normalised, got {a['axes']}")
+        for ax in axes:
+            if s[0][ax] == 0 and op in ("Max", "Min", "ArgMax", "ArgMin"):
+                raise ShapeError(f"{op}: zero-size axis {ax} of shape {s[0]} has no "
+                                 f"{op.lower()}; reduce over non-empty axes")
+        if a["keepdims"]:
+            return tuple(1 if i in axes else d for i, d in enumerate(s[0]))
+        return tuple(d for i, d in enumerate(s[0]) if i not in axes)
+    return rule
+
+
+_REDUCE = {
+    OpKind.Sum: (dt.NUMERIC, None, "sum over `axes`"),
+    OpKind.Mean: (dt.FLOATS, None, "mean over `axes` (nan for an empty reduction)"),
+    OpKind.Max: (dt.ALL, None, "maximum over `axes`; nan propagates"),
+    OpKind.Min: (dt.ALL, None, "minimum over `axes`; nan propagates"),
+    OpKind.Prod: (dt.NUMERIC, None, "product over `axes`, as a pairwise tree"),
+    OpKind.ArgMax: (dt.NUMERIC, dt.int32, "flat index (C order over `axes`) of the first "
+                                          "maximum; nan counts as the maximum"),
+    OpKind.ArgMin: (dt.NUMERIC, dt.int32, "flat index (C order over `axes`) of the first "
+                                          "minimum; nan counts as the minimum"),
+}
+for _k, (_ds, _out, _doc) in _REDUCE.items():
+    def _rdt(d, a, _op=_k.value, _ds=_ds, _out=_out):
+        _need(_op, d, _ds)
+        return _out if _out is not None else np.dtype(d[0])
+    _grad = Grad.DISCONTINUOUS if _k in (OpKind.ArgMax, OpKind.ArgMin) else Grad.NOT_YET
+    _declare(_k, 1, ("axes", "keepdims"), _reduce_shape(_k.value), _rdt, _ds, "reduce", _grad,
+             _doc + ".", "reduce")
+
+
+def _axis_shape(op):
+    def rule(s, a):
+        nd = len(s[0])
+        if not (isinstance(a["axis"], int) and 0 <= a["axis"] < nd):
+            raise ShapeError(f"{op}: axis {a['axis']} is out of range for shape {s[0]}")
+        return s[0]
+    return rule
+
+
+_declare(OpKind.Cumsum, 1, ("axis",), _axis_shape("Cumsum"), _unary_dtype("Cumsum", dt.NUMERIC),
+         dt.NUMERIC, "scan", Grad.NOT_YET, "Inclusive running sum along `axis`.", "reduce")
+for _k, _doc in [(OpKind.Softmax, "exp(x - max) / sum(exp(x - max)) along `axis`"),
+                 (OpKind.LogSoftmax, "x - max - log(sum(exp(x - max))) along `axis`")]:
+    _declare(_k, 1, ("axis",), _axis_shape(_k.value), _unary_dtype(_k.value, dt.FLOATS),
+             dt.FLOATS, "softmax", Grad.NOT_YET, _doc + ", numerically stable.", "reduce")
+
+# --------------------------------------------------------------------------- movement
+
+
+def _reshape_shape(s, a):
+    new = _shape_attr("Reshape", tuple(a["shape"]))
+    if size_of(new) != size_of(s[0]):
+        raise ShapeError(f"Reshape: cannot reshape {s[0]} ({size_of(s[0])} elements) to {new} "
+                         f"({size_of(new)} elements)")
+    return new
+
+
+def _permute_shape(s, a):
+    perm = tuple(a["perm"])
+    if sorted(perm) != list(range(len(s[0]))):
+        raise ShapeError(f"Permute: {perm} is not a permutation of the axes of shape {s[0]}")
+    return tuple(s[0][p] for p in perm)
+
+
+def _expand_shape(s, a):
+    new = _shape_attr("Expand", tuple(a["shape"]))
+    old = s[0]
+    if len(new) < len(old) or any(o not in (1, n) for o, n in zip(old[::-1], new[::-1])):
+        raise ShapeError(f"Expand: cannot broadcast {old} to {new}; each dimension must equal "
+                         f"the target's or be 1")
+    return new
+
+
+def _slice_shape(s, a):
+    shape = s[0]
+    st, sp, stp = a["starts"], a["stops"], a["steps"]
+    if not (len(st) == len(sp) == len(stp) == len(shape)):
+        raise ShapeError(f"Slice: starts/stops/steps need one entry per axis of {shape}")
+    out = []
+    for d, b, e, k in zip(shape, st, sp, stp):
+        if k == 0:
+            raise ShapeError("Slice: step 0 is not allowed")
+        out.append(len(range(b, e, k)) if (0 <= b <= d and -1 <= e <= d) else -1)
+        if out[-1] < 0 or (out[-1] > 0 and not 0 <= b < d):
+            raise ShapeError(f"Slice: start {b}, stop {e}, step {k} out of range for extent {d}; "
+                             f"normalise them with slice.indices")
+    return tuple(out)
+
+
+def _pad_shape(s, a):
+    pads = a["pads"]
+    if len(pads) != len(s[0]) or any(lo < 0 or hi < 0 for lo, hi in pads):
+        raise ShapeError(f"Pad: pads {pads} need one non-negative (low, high) pair per axis of {s[0]}")
+    return tuple(d + lo + hi for d, (lo, hi) in zip(s[0], pads))
+
+
+def _pad_dtype(d, a):
+    return np.dtype(d[0])
+
+
+def _concat_shape(s, a):
+    ax = a["axis"]
+    if not s:
+        raise ShapeError("Concat: needs at least one array")
+    nd = len(s[0])
+    if not 0 <= ax < max(nd, 1) or nd == 0:
+        raise ShapeError(f"Concat: axis {ax} out of range for shapes {s}; 0-d arrays cannot be joined")
+    for sh in s:
+        if len(sh) != nd or any(x != y for i, (x, y) in enumerate(zip(sh, s[0])) if i != ax):
+            raise ShapeError(f"Concat: shapes {', '.join(map(str, s))} differ outside axis {ax}")
+    return tuple(sum(sh[ax] for sh in s) if i == ax else d for i, d in enumerate(s[0]))
+
+
+def _concat_dtype(d, a):
+    _same("Concat", d)
+    return np.dtype(d[0])
+
+
+def _flip_shape(s, a):
+    normalize_axes("Flip", a["axes"], len(s[0]))
+    return s[0]
+
+
+_declare(OpKind.Reshape, 1, ("shape",), _reshape_shape, _pad_dtype, dt.ALL, "movement",
+         Grad.NOT_YET, "Same elements in C order, new shape.", "movement")
+_declare(OpKind.Permute, 1, ("perm",), _permute_shape, _pad_dtype, dt.ALL, "movement",
+         Grad.NOT_YET, "Reorder axes: out.shape[i] = x.shape[perm[i]].", "movement")
+_declare(OpKind.Expand, 1, ("shape",), _expand_shape, _pad_dtype, dt.ALL, "movement",
+         Grad.NOT_YET, "Broadcast to `shape` (NumPy rules).", "movement")
+_declare(OpKind.Slice, 1, ("starts", "stops", "steps"), _slice_shape, _pad_dtype, dt.ALL,
+         "movement", Grad.NOT_YET, "Basic slicing with a start, stop and (non-zero) step per axis.",
+         "movement")
+_declare(OpKind.Pad, 1, ("pads", "value"), _pad_shape, _pad_dtype, dt.ALL, "movement",
+         Grad.NOT_YET, "Constant padding: (low, high) per axis.", "movement")
+_declare(OpKind.Concat, None, ("axis",), _concat_shape, _concat_dtype, dt.ALL, "movement",
+         Grad.NOT_YET, "Join along `axis`.", "movement")
+_declare(OpKind.Flip, 1, ("axes",), _flip_shape, _pad_dtype, dt.ALL, "movement", Grad.NOT_YET,
+         "Reverse the order of elements along `axes`.", "movement")
+
+# --------------------------------------------------------------------------- indexing
+
+
+def _index_dtype(op):
+    def rule(d, a):
+        _need(op, d[1:], (dt.int32,), "index")
+        if op == "ScatterAdd":
+            _need(op, d[:1], dt.NUMERIC)
+        return np.dtype(d[0])
+    return rule
+
+
+def _index_select_shape(s, a):
+    x, idx = s
+    ax = a["axis"]
+    if len(idx) != 1:
+        raise ShapeError(f"IndexSelect: index must be 1-d, got shape {idx}")
+    if not 0 <= ax < len(x):
+        raise ShapeError(f"IndexSelect: axis {ax} out of range for shape {x}")
+    if x[ax] == 0 and idx[0] > 0:
+        raise ShapeError(f"IndexSelect: cannot index into zero-size axis {ax} of shape {x}")
+    return x[:ax] + (idx[0],) + x[ax + 1:]
+
+
+def _scatter_shape(s, a):
+    src, idx = s
+    ax, size = a["axis"], a["size"]
+    if len(idx) != 1 or not 0 <= ax < len(src) or src[ax] != idx[0]:
+        raise ShapeError(f"ScatterAdd: index of shape {idx} must be 1-d with one entry per "
+                         f"position of axis {ax} of source {src}")
+    return src[:ax] + (size,) + src[ax + 1:]
+
+
+_declare(OpKind.IndexSelect, 2, ("axis",), _index_select_shape, _index_dtype("IndexSelect"),
+         dt.ALL, "index", Grad.NOT_YET,
+         "Gather whole slices along `axis`: out[.., j, ..] = x[.., idx[j], ..]. Negative indices "
+         "count from the end; out-of-range indices are clamped (as in JAX).", "index")
+_declare(OpKind.ScatterAdd, 2, ("axis", "size"), _scatter_shape, _index_dtype("ScatterAdd"),
+         dt.NUMERIC, "index", Grad.NOT_YET,
+         "Deterministic scatter-add: out[.., idx[j], ..] += src[.., j, ..] into zeros with "
+         "`size` positions along `axis` (adjoint of IndexSelect). Indices as in IndexSelect.",
+         "index")
+
+
+def _matmul_shape(s, a):
+    x, y = s
+    if len(x) < 2 or len(y) < 2:
+        raise ShapeError(f"MatMul: operands need rank >= 2, got {x} and {y}")
+    if x[-1] != y[-2]:
+        raise ShapeError(f"MatMul: contraction mismatch, {x} @ {y}: {x[-1]} != {y[-2]}")
+    batch = broadcast_shapes("MatMul", x[:-2], y[:-2])
+    return batch + (x[-2], y[-1])
+
+
+_declare(OpKind.MatMul, 2, (), _matmul_shape, _binary_dtype("MatMul", dt.NUMERIC), dt.NUMERIC,
+         "matmul", Grad.NOT_YET,
+         "Batched matrix product (..., m, k) @ (..., k, n); batch dims broadcast.", "contract")
+
+
+def _win(a):
+    return tuple(a["kernel"]), tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"])
+
+
+def _check_win(op, a):
+    k, st, p, d = _win(a)
+    for name, v, lo in (("kernel", k, 1), ("stride", st, 1), ("padding", p, 0), ("dilation", d, 1)):
+        if len(v) != 2 or any(not isinstance(x, int) or x < lo for x in v):
+            raise ShapeError(f"{op}: {name} {v} must be two ints >= {lo}")
+    return k, st, p, d
+
+
+def _spatial(op, x, a):
+    if len(x) != 4:
+        raise ShapeError(f"{op}: input must be NCHW (rank 4), got shape {x}")
+    k, st, p, d = _check_win(op, a)
+    return (conv_out(op, x[2], k[0], st[0], p[0], d[0]), conv_out(op, x[3], k[1], st[1], p[1], d[1]))
+
+
+def _im2col_shape(s, a):
+    x = s[0]
+    oh, ow = _spatial("Im2Col", x, a)
+    k = a["kernel"]
+    return (x[0], x[1] * k[0] * k[1], oh * ow)
+
+
+def _col2im_shape(s, a):
+    c = s[0]
+    H, W = a["output_size"]
+    k = a["kernel"]
+    if len(c) != 3 or c[1] % (k[0] * k[1]):
+        raise ShapeError(f"Col2Im: columns must be (N, C*kh*kw, L) with kernel {k}, got {c}")
+    oh, ow = _spatial("Col2Im", (c[0], c[1] // (k[0] * k[1]), H, W), a)
+    if c[2] != oh * ow:
+        raise ShapeError(f"Col2Im: columns {c} hold {c[2]} windows but output {H}x{W} with "
+                         f"these window attributes has {oh * ow}")
+    return (c[0], c[1] // (k[0] * k[1]), H, W)
+
+
+def _pool_shape(s, a):
+    x = s[0]
+    oh, ow = _spatial("MaxPool2d", x, a)
+    return (x[0], x[1], oh, ow)
+
+
+def _pool_bwd_shape(s, a):
+    x, g = s
+    if _pool_shape([x], a) != g:
+        raise ShapeError(f"MaxPool2dBackward: gradient {g} does not match pooling of {x} "
+                         f"(expected {_pool_shape([x], a)})")
+    return x
+
+
+def _float_same(op):
+    def rule(d, a):
+        _same(op, d)
+        _need(op, d, dt.FLOATS)
+        return np.dtype(d[0])
+    return rule
+
+
+_WIN = ("kernel", "stride", "padding", "dilation")
+_declare(OpKind.Im2Col, 1, _WIN, _im2col_shape, _float_same("Im2Col"), dt.FLOATS, "window",
+         Grad.NOT_YET, "Unfold NCHW sliding windows to (N, C*kh*kw, OH*OW), PyTorch's unfold "
+                       "layout; zero padding.", "window")
+_declare(OpKind.Col2Im, 1, ("output_size",) + _WIN, _col2im_shape, _float_same("Col2Im"),
+         dt.FLOATS, "window", Grad.NOT_YET,
+         "Fold (N, C*kh*kw, L) columns back to NCHW, summing where windows overlap (adjoint of "
+         "Im2Col); deterministic.", "window")
+_declare(OpKind.MaxPool2d, 1, _WIN, _pool_shape, _float_same("MaxPool2d"), dt.FLOATS, "window",
+         Grad.NOT_YET, "Max over NCHW windows; padding counts as -inf.", "window")
+_declare(OpKind.MaxPool2dBackward, 2, _WIN, _pool_bwd_shape, _float_same("MaxPool2dBackward"),
+         dt.FLOATS, "window", Grad.NOT_YET,
+         "Route each window's gradient to the first maximum of that window in x (adjoint of "
+         "MaxPool2d); deterministic.", "window")
+
+
+def _slice_bwd_shape(s, a):
+    shape = _shape_attr("SliceBackward", tuple(a["shape"]))
+    fwd = _slice_shape([shape], a)
+    if fwd != s[0]:
+        raise ShapeError(f"SliceBackward: gradient {s[0]} does not match slicing {shape} "
+                         f"(expected {fwd})")
+    return shape
+
+
+_declare(OpKind.SliceBackward, 1, ("shape", "starts", "stops", "steps"), _slice_bwd_shape,
+         _pad_dtype, dt.ALL, "movement", Grad.NOT_YET,
+         "Place the input at the sliced positions of zeros of `shape` (adjoint of Slice).",
+         "movement")
+
+assert set(SPECS) == set(OpKind), set(OpKind) - set(SPECS)
+
+
+def infer(kind: OpKind, shapes: list[tuple], dtypes_: list[np.dtype], attrs: dict) -> tuple[tuple, np.dtype]:
+    """Check operands and attributes and return the output (shape, dtype)."""
+    sp = SPECS[kind]
+    if sp.arity is not None and len(shapes) != sp.arity:
+        raise TypeError(f"{sp.name}: takes {sp.arity} operands, got {len(shapes)}")
+    missing = set(sp.attrs) - set(attrs)
+    if missing:
+        raise TypeError(f"{sp.name}: missing attributes {sorted(missing)}")
+    d = sp.dtype_rule(list(dtypes_), attrs)
+    s = sp.shape_rule(list(shapes), attrs)
+    return tuple(int(x) for x in s), np.dtype(d)

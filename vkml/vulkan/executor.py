@@ -1,0 +1,310 @@
+"""Running a Graph: a liveness buffer plan, lowering to dispatches, one command buffer.
+
+1. plan: every intermediate gets an offset in one arena by liveness over the schedule
+   (first fit among ranges free at that step), so the arena's size is the planned peak;
+   graph outputs get buffers of their own, inputs and constants are used where they are.
+2. lower: each node's kernel family turns it into dispatches (kernel, meta ints, views).
+3. record: one command buffer, a barrier only where a dispatch touches a range written
+   (or read, for a write) since the last barrier; submit once; wait.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..trace import dtypes as dt
+from ..trace.graph import Graph, Node
+from ..trace.ops import OpKind, SPECS
+from .kernels import Kernel
+from .memory import ALIGN, Buffer
+from .vk import vk
+
+
+@dataclass(frozen=True)
+class View:
+    """A tensor's place on the device: buffer range plus shape and dtype (contiguous)."""
+    vkbuf: object
+    offset: int
+    nbytes: int
+    region: int          # identity of the underlying block, for hazard tracking
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def sub(self, byte_offset: int, nbytes: int, shape: tuple, dtype=None) -> "View":
+        return View(self.vkbuf, self.offset + byte_offset, nbytes, self.region, shape,
+                    np.dtype(dtype or self.dtype))
+
+
+def view_of(buf: Buffer, shape, dtype) -> View:
+    return View(buf.block.buffer, buf.offset, buf.nbytes, id(buf.block), tuple(shape), np.dtype(dtype))
+
+
+@dataclass
+class Dispatch:
+    kernel: Kernel
+    meta: np.ndarray
+    views: list
+    writes: tuple         # indices into views that the kernel writes
+    groups: int
+
+
+class LowerCtx:
+    """What a kernel family's lowering function uses to emit work."""
+
+    def __init__(self, rt, scratch: View | None = None):
+        self.rt = rt
+        self.dev = rt.dev
+        self.kernels = rt.kernels
+        self.scratch = scratch
+        self.dispatches: list[Dispatch] = []
+
+    def kernel(self, name: str, body: str, n_tensors: int, local_size: int = 256) -> Kernel:
+        return self.kernels.get(name, body, n_tensors, local_size)
+
+    def dispatch(self, kernel: Kernel, meta: Sequence[int], views: Sequence[View],
+                 writes: Sequence[int] = (0,), groups: int | None = None, threads: int | None = None):
+        """Queue a dispatch; give either workgroup count or thread count (rounded up)."""
+        if groups is None:
+            groups = -(-int(threads) // kernel.local_size)
+        if groups <= 0:
+            return
+        assert len(views) == kernel.n_tensors, (kernel.name, len(views), kernel.n_tensors)
+        m = np.asarray(list(meta) if not isinstance(meta, np.ndarray) else meta, dtype=np.int64)
+        if m.size and (m.max() > 2**31 - 1 or m.min() < -2**31):
+            raise ValueError(f"{kernel.name}: an index or size exceeds the 32-bit range kernels use")
+        self.dispatches.append(Dispatch(kernel, m.astype(np.int32), list(views), tuple(writes), int(groups)))
+
+
+# kernel family name (OpSpec.kernel) -> module in vkml.vulkan.lower
+_FAMILIES: dict[str, object] = {}
+
+
+def family(name: str):
+    """The lowering module for a kernel family (imported on first use)."""
+    mod = _FAMILIES.get(name)
+    if mod is None:
+        mod = importlib.import_module(f"vkml.vulkan.lower.{name}")
+        _FAMILIES[name] = mod
+    return mod
+
+
+def _nbytes(n: Node) -> int:
+    return n.size * dt.itemsize(n.dtype)
+
+
+def _round(n: int) -> int:
+    return (max(n, 4) + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass
+class Plan:
+    """Where each value lives while a graph runs."""
+    offsets: dict = field(default_factory=dict)      # node id -> arena byte offset
+    scratch: dict = field(default_factory=dict)      # node id -> (offset, bytes)
+    arena_bytes: int = 0                             # the planned peak of intermediates
+    output_bytes: int = 0
+    input_bytes: int = 0
+
+    @property
+    def peak_bytes(self) -> int:
+        """Inputs + outputs + the arena: every device byte the run touches at its peak."""
+        return self.arena_bytes + self.output_bytes + self.input_bytes
+
+
+def plan(graph: Graph) -> Plan:
+    """First-fit liveness plan of the arena for every intermediate value and scratch range."""
+    nodes = graph.nodes
+    step = {n.id: i for i, n in enumerate(nodes)}
+    last = {}
+    for n in nodes:
+        for i in n.inputs:
+            last[i.id] = step[n.id]
+    outs = {o.id for o in graph.outputs}
+    p = Plan()
+    live: list[tuple[int, int, int]] = []   # (offset, size, free_after_step)
+    seen_inputs = set()
+    for n in nodes:
+        if n.op in (OpKind.Input, OpKind.Const):
+            if n.id not in seen_inputs:
+                p.input_bytes += _round(_nbytes(n))
+                seen_inputs.add(n.id)
+            continue
+        t = step[n.id]
+        live = [r for r in live if r[2] >= t]
+
+        def place(size: int, until: int) -> int:
+            live.sort()
+            off = 0
+            for o, s, _ in live:
+                if o - off >= size:
+                    break
+                off = max(off, o + s)
+            live.append((off, size, until))
+            p.arena_bytes = max(p.arena_bytes, off + size)
+            return off
+
+        sc = getattr(family(SPECS[n.op].kernel), "scratch_bytes", None)
+        if sc is not None:
+            sb = sc(n)
+            if sb:
+                p.scratch[n.id] = (place(_round(sb), t), sb)
+        if n.id in outs:
+            p.output_bytes += _round(_nbytes(n))
+        else:
+            p.offsets[n.id] = place(_round(_nbytes(n)), last.get(n.id, t))
+    return p
+
+
+class Executor:
+    """Runs graphs on one device."""
+
+    def __init__(self, rt):
+        self.rt = rt
+        self.fence = vk.vkCreateFence(rt.dev.device, vk.VkFenceCreateInfo(), None)
+        self.last_plan: Plan | None = None
+        self.last_dispatch_count = 0
+
+    def run(self, graph: Graph, inputs: Sequence[Buffer]) -> list[Buffer]:
+        """Execute graph with the given input buffers; returns one Buffer per output."""
+        rt = self.rt
+        if len(inputs) != len(graph.inputs):
+            raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
+        p = plan(graph)
+        self.last_plan = p
+        arena = rt.allocator.alloc(p.arena_bytes, "intermediates") if p.arena_bytes else None
+        views: dict[int, View] = {}
+        held: dict[int, Buffer] = {}
+        for node, buf in zip(graph.inputs, inputs):
+            views[node.id] = view_of(buf, node.shape, node.dtype)
+            held[node.id] = buf
+        results: dict[int, Buffer] = {}
+        dispatches: list[Dispatch] = []
+        for n in graph.nodes:
+            if n.id in views:
+                continue
+            if n.op is OpKind.Const:
+                buf = n.attrs["value"]._buf
+                views[n.id] = view_of(buf, n.shape, n.dtype)
+                held[n.id] = buf
+                continue
+            if n.op is OpKind.Input:
+                raise ValueError(f"input {n} has no value")
+            if n.id in p.offsets:
+                v = View(arena.block.buffer, arena.offset + p.offsets[n.id], _nbytes(n), id(arena.block),
+                         n.shape, n.dtype)
+            else:
+                b = rt.allocator.alloc(_nbytes(n), SPECS[n.op].name)
+                results[n.id] = b
+                v = view_of(b, n.shape, n.dtype)
+            views[n.id] = v
+            if n.size == 0:
+                continue
+            scratch = None
+            if n.id in p.scratch:
+                off, sb = p.scratch[n.id]
+                scratch = View(arena.block.buffer, arena.offset + off, sb, id(arena.block), (sb // 4,),
+                               dt.int32)
+            ctx = LowerCtx(rt, scratch)
+            family(SPECS[n.op].kernel).lower(n, [views[i.id] for i in n.inputs], v, ctx)
+            dispatches.extend(ctx.dispatches)
+        self.last_dispatch_count = len(dispatches)
+        if dispatches:
+            self.submit(dispatches)
+        out = []
+        for o in graph.outputs:
+            out.append(results[o.id] if o.id in results else held[o.id])
+        return out
+
+    def submit(self, dispatches: list[Dispatch]) -> None:
+        rt = self.rt
+        dev = rt.dev
+        d = dev.device
+        align = max(dev.storage_alignment, 16) // 4
+        # meta of every dispatch in one host-visible buffer, each aligned for binding
+        offs, total = [], 0
+        for ds in dispatches:
+            offs.append(total)
+            total += -(-max(ds.meta.size, 1) // align) * align
+        meta_buf = rt.allocator.alloc(total * 4, "meta", host=True)
+        mv = meta_buf.block.mapped[meta_buf.offset:meta_buf.offset + total * 4].view(np.int32)
+        for ds, o in zip(dispatches, offs):
+            mv[o:o + ds.meta.size] = ds.meta
+        n_bind = sum(len(ds.views) + 1 for ds in dispatches)
+        with dev.lock:
+            pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(
+                maxSets=len(dispatches),
+                pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                    descriptorCount=n_bind)]), None)
+            try:
+                sets = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
+                    descriptorPool=pool, descriptorSetCount=len(dispatches),
+                    pSetLayouts=[ds.kernel.set_layout for ds in dispatches]))
+                writes, keep = [], []
+                for ds, s, o in zip(dispatches, sets, offs):
+                    infos = [vk.VkDescriptorBufferInfo(buffer=meta_buf.block.buffer,
+                                                       offset=meta_buf.offset + o * 4,
+                                                       range=max(ds.meta.size, 1) * 4)]
+                    infos += [vk.VkDescriptorBufferInfo(buffer=v.vkbuf, offset=v.offset,
+                                                        range=max(v.nbytes, 4)) for v in ds.views]
+                    keep.append(infos)
+                    for b, info in enumerate(infos):
+                        writes.append(vk.VkWriteDescriptorSet(
+                            dstSet=s, dstBinding=b, descriptorCount=1,
+                            descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[info]))
+                vk.vkUpdateDescriptorSets(d, len(writes), writes, 0, None)
+                cb = vk.vkAllocateCommandBuffers(d, vk.VkCommandBufferAllocateInfo(
+                    commandPool=dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                    commandBufferCount=1))[0]
+                vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
+                    flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+                barrier = vk.VkMemoryBarrier(
+                    srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
+                    | vk.VK_ACCESS_HOST_WRITE_BIT,
+                    dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
+                # earlier submissions' writes (uploads by copy) become visible here
+                vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                        vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [barrier],
+                                        0, None, 0, None)
+                written: list[tuple] = []
+                read: list[tuple] = []
+                maxx, maxy = dev.max_workgroup_count[0], dev.max_workgroup_count[1]
+                for ds, s in zip(dispatches, sets):
+                    rr = [(v.region, v.offset, v.offset + v.nbytes) for v in ds.views]
+                    ws = [rr[i] for i in ds.writes]
+                    rs = [r for i, r in enumerate(rr) if i not in ds.writes]
+
+                    def hit(a, bs):
+                        return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in bs)
+                    if any(hit(r, written) for r in rs + ws) or any(hit(w, read) for w in ws):
+                        vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                                vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                                                [barrier], 0, None, 0, None)
+                        written, read = [], []
+                    written += ws
+                    read += rs
+                    vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.pipeline)
+                    vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.layout,
+                                               0, 1, [s], 0, None)
+                    gx = min(ds.groups, maxx)
+                    gy = -(-ds.groups // gx)
+                    if gy > maxy:
+                        raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
+                    vk.vkCmdDispatch(cb, gx, gy, 1)
+                vk.vkEndCommandBuffer(cb)
+                vk.vkQueueSubmit(dev.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])], self.fence)
+                vk.vkWaitForFences(d, 1, [self.fence], vk.VK_TRUE, 2**63 - 1)
+                vk.vkResetFences(d, 1, [self.fence])
+                vk.vkFreeCommandBuffers(d, dev.command_pool, 1, [cb])
+            finally:
+                vk.vkDestroyDescriptorPool(d, pool, None)
+        meta_buf.release()

@@ -1,0 +1,94 @@
+"""Compiled kernels: shader module + pipeline per GLSL source, layouts per binding count.
+
+Every kernel has the same interface: binding 0 is a read-only `int meta[]` (shapes,
+strides, offsets and scalars of one dispatch), bindings 1..n are tensors. So one
+descriptor set layout per arity serves every kernel.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+
+from . import compile as _compile
+from .device import Device
+from .vk import vk
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A compiled compute pipeline for one generated GLSL source."""
+    name: str
+    source: str
+    n_tensors: int
+    local_size: int
+    pipeline: object
+    layout: object
+    set_layout: object
+
+
+COMMON = """#version 450
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+layout(local_size_x = ${LX}, local_size_y = 1, local_size_z = 1) in;
+layout(std430, set = 0, binding = 0) readonly buffer Meta { int meta[]; };
+// Grids larger than the device's per-dimension workgroup limit are folded into y.
+uint gidx() { return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x; }
+uint group_id() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }
+"""
+
+
+def binding(i: int, glsl_type: str, name: str, readonly: bool = False) -> str:
+    """Declare tensor binding i as `name[]` of glsl_type."""
+    ro = "readonly " if readonly else ""
+    return f"layout(std430, set = 0, binding = {i}) {ro}buffer B{i}_{name} {{ {glsl_type} {name}[]; }};\n"
+
+
+class KernelCache:
+    """Pipelines by source hash; descriptor set layouts by tensor count."""
+
+    def __init__(self, dev: Device):
+        self.dev = dev
+        self._kernels: dict[str, Kernel] = {}
+        self._layouts: dict[int, tuple] = {}
+        self._keep: list = []
+        self.lock = threading.Lock()
+
+    def layout(self, n_tensors: int):
+        if n_tensors not in self._layouts:
+            d = self.dev.device
+            binds = [vk.VkDescriptorSetLayoutBinding(
+                binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
+                stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i in range(n_tensors + 1)]
+            dsl = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(pBindings=binds), None)
+            pl = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(pSetLayouts=[dsl]), None)
+            self._layouts[n_tensors] = (dsl, pl)
+        return self._layouts[n_tensors]
+
+    def get(self, name: str, body: str, n_tensors: int, local_size: int = 256) -> Kernel:
+        """The kernel for COMMON + body (body declares bindings 1..n_tensors and main)."""
+        source = COMMON.replace("${LX}", str(local_size)) + body
+        h = hashlib.sha256(source.encode()).hexdigest()
+        k = self._kernels.get(h)
+        if k is not None:
+            return k
+        with self.lock:
+            k = self._kernels.get(h)
+            if k is not None:
+                return k
+            code = _compile.spirv(source, name)
+            d = self.dev.device
+            dsl, pl = self.layout(n_tensors)
+            sm = vk.vkCreateShaderModule(d, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
+            # keep every nested struct alive until the call returns (the bindings free eagerly)
+            stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
+            ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl)
+            pipe = vk.vkCreateComputePipelines(d, None, 1, [ci], None)[0]
+            del stage, ci
+            vk.vkDestroyShaderModule(d, sm, None)
+            k = Kernel(name, source, n_tensors, local_size, pipe, pl, dsl)
+            self._kernels[h] = k
+            return k
+
+    def __len__(self) -> int:
+        return len(self._kernels)

@@ -1,0 +1,168 @@
+"""Device memory: large blocks, sub-allocated by first fit with coalescing free lists.
+
+Each block is one VkDeviceMemory with one VkBuffer over all of it; a tensor is a range of
+a block, bound to descriptors by (buffer, offset, range). Blocks prefer device-local
+memory; where that memory is also host-visible (lavapipe, resizable-BAR GPUs) it is
+mapped once and host transfers are plain memcpys, otherwise they go through a staging
+block. Freed ranges return to their block's free list and are reused.
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+import weakref
+
+import numpy as np
+
+from .device import Device
+from .vk import ffi, vk
+
+BLOCK_SIZE = 64 << 20
+ALIGN = 256
+
+_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+          | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+_HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+
+
+class OutOfDeviceMemory(MemoryError):
+    """The device could not provide a block for an allocation."""
+
+
+def _round(n: int, a: int = ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+class Block:
+    """One VkDeviceMemory + VkBuffer, with a sorted free list of (offset, size)."""
+
+    def __init__(self, dev: Device, size: int, host: bool):
+        self.dev, self.size = dev, size
+        d = dev.device
+        self.buffer = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(
+            size=size, usage=_USAGE, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        req = vk.vkGetBufferMemoryRequirements(d, self.buffer)
+        if host:
+            t = dev.memory_type(req.memoryTypeBits, _HOST | vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+        else:
+            t = dev.memory_type(req.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        try:
+            self.memory = vk.vkAllocateMemory(d, vk.VkMemoryAllocateInfo(
+                allocationSize=req.size, memoryTypeIndex=t), None)
+        except vk.VkError as e:
+            vk.vkDestroyBuffer(d, self.buffer, None)
+            raise OutOfDeviceMemory(f"vkml: could not allocate {size / 2**20:.1f} MiB of device "
+                                    f"memory on {dev.name} ({type(e).__name__})") from e
+        vk.vkBindBufferMemory(d, self.buffer, self.memory, 0)
+        self.host_visible = dev.memory_types[t] & _HOST == _HOST
+        self.mapped = None
+        if self.host_visible:
+            ptr = vk.vkMapMemory(d, self.memory, 0, size, 0)
+            self.mapped = np.frombuffer(ptr, np.uint8, size)
+        self.free = [(0, size)]  # sorted by offset
+
+    def alloc(self, n: int) -> int | None:
+        for i, (off, sz) in enumerate(self.free):
+            if sz >= n:
+                if sz == n:
+                    del self.free[i]
+                else:
+                    self.free[i] = (off + n, sz - n)
+                return off
+        return None
+
+    def release(self, off: int, n: int) -> None:
+        i = bisect.bisect_left(self.free, (off, 0))
+        self.free.insert(i, (off, n))
+        # coalesce with neighbours
+        if i + 1 < len(self.free) and off + n == self.free[i + 1][0]:
+            self.free[i] = (off, n + self.free[i + 1][1])
+            del self.free[i + 1]
+        if i > 0 and self.free[i - 1][0] + self.free[i - 1][1] == self.free[i][0]:
+            self.free[i - 1] = (self.free[i - 1][0], self.free[i - 1][1] + self.free[i][1])
+            del self.free[i]
+
+    def destroy(self) -> None:
+        d = self.dev.device
+        if self.mapped is not None:
+            vk.vkUnmapMemory(d, self.memory)
+            self.mapped = None
+        vk.vkDestroyBuffer(d, self.buffer, None)
+        vk.vkFreeMemory(d, self.memory, None)
+
+
+class Buffer:
+    """A range of a block. Released to the allocator when garbage collected."""
+    __slots__ = ("block", "offset", "nbytes", "capacity", "_fin", "__weakref__")
+
+    def __init__(self, alloc: "Allocator", block: Block, offset: int, nbytes: int, capacity: int):
+        self.block, self.offset, self.nbytes, self.capacity = block, offset, nbytes, capacity
+        self._fin = weakref.finalize(self, alloc._release, block, offset, capacity)
+
+    @property
+    def vk_buffer(self):
+        return self.block.buffer
+
+    def release(self) -> None:
+        self._fin()
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.nbytes} B at {self.offset})"
+
+
+class Allocator:
+    """Sub-allocates device ranges from large blocks and reuses freed ranges.
+
+    >>> from vkml.vulkan import runtime
+    >>> b = runtime.get().allocator.alloc(1000)
+    >>> b.nbytes
+    1000
+    """
+
+    def __init__(self, dev: Device, block_size: int = BLOCK_SIZE):
+        self.dev = dev
+        self.block_size = block_size
+        self.blocks: list[Block] = []
+        self.host_blocks: list[Block] = []
+        self.lock = threading.Lock()
+        self.live_bytes = 0
+        self.peak_bytes = 0
+
+    def _check(self, nbytes: int, what: str) -> None:
+        if nbytes > self.dev.max_storage_buffer_range:
+            raise ValueError(
+                f"{what}: {nbytes / 2**20:.1f} MiB exceeds this device's maxStorageBufferRange of "
+                f"{self.dev.max_storage_buffer_range / 2**20:.0f} MiB ({self.dev.name}); one tensor "
+                f"must fit in one storage buffer binding. Split it into smaller arrays.")
+
+    def alloc(self, nbytes: int, what: str = "allocation", host: bool = False) -> Buffer:
+        """A range of at least nbytes (a zero-byte request still gets an aligned slot)."""
+        self._check(nbytes, what)
+        cap = _round(max(nbytes, 4))
+        pool = self.host_blocks if host else self.blocks
+        with self.lock:
+            for b in pool:
+                off = b.alloc(cap)
+                if off is not None:
+                    break
+            else:
+                size = max(self.block_size, _round(cap, 1 << 20))
+                b = Block(self.dev, size, host)
+                pool.append(b)
+                off = b.alloc(cap)
+            self.live_bytes += cap
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        return Buffer(self, b, off, nbytes, cap)
+
+    def _release(self, block: Block, off: int, cap: int) -> None:
+        with self.lock:
+            block.release(off, cap)
+            self.live_bytes -= cap
+
+    def trim(self) -> None:
+        """Give completely free blocks back to the driver."""
+        with self.lock:
+            for pool in (self.blocks, self.host_blocks):
+                for b in [b for b in pool if b.free == [(0, b.size)]]:
+                    pool.remove(b)
+                    b.destroy()

@@ -1,0 +1,94 @@
+"""The process's Vulkan runtime: device, allocator, kernel cache, executor, transfers."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import device as _device
+from .executor import Executor
+from .kernels import KernelCache
+from .memory import Allocator, Buffer
+from .vk import vk
+
+
+class Runtime:
+    """Everything vkml holds on its one Vulkan device."""
+
+    def __init__(self):
+        self.dev = _device.get()
+        self.allocator = Allocator(self.dev)
+        self.kernels = KernelCache(self.dev)
+        self.executor = Executor(self)
+        self._fence = vk.vkCreateFence(self.dev.device, vk.VkFenceCreateInfo(), None)
+
+    def run(self, graph, inputs):
+        return self.executor.run(graph, inputs)
+
+    def _copy(self, src, src_off, dst, dst_off, n) -> None:
+        d = self.dev.device
+        with self.dev.lock:
+            cb = vk.vkAllocateCommandBuffers(d, vk.VkCommandBufferAllocateInfo(
+                commandPool=self.dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                commandBufferCount=1))[0]
+            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
+                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            barrier = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT,
+                                         dstAccessMask=vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+            vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                    0, 1, [barrier], 0, None, 0, None)
+            region = vk.VkBufferCopy(srcOffset=src_off, dstOffset=dst_off, size=n)
+            vk.vkCmdCopyBuffer(cb, src, dst, 1, [region])
+            after = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                       dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_SHADER_READ_BIT)
+            vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                    0, 1, [after], 0, None, 0, None)
+            vk.vkEndCommandBuffer(cb)
+            vk.vkQueueSubmit(self.dev.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])], self._fence)
+            vk.vkWaitForFences(d, 1, [self._fence], vk.VK_TRUE, 2**63 - 1)
+            vk.vkResetFences(d, 1, [self._fence])
+            vk.vkFreeCommandBuffers(d, self.dev.command_pool, 1, [cb])
+
+    def upload(self, raw: np.ndarray, what: str = "asarray") -> Buffer:
+        """A new device buffer holding raw's bytes (raw is already in device representation)."""
+        raw = np.ascontiguousarray(raw)
+        n = raw.nbytes
+        buf = self.allocator.alloc(n, what)
+        if n == 0:
+            return buf
+        src = raw.reshape(-1).view(np.uint8)
+        if buf.block.mapped is not None:
+            buf.block.mapped[buf.offset:buf.offset + n] = src
+        else:
+            st = self.allocator.alloc(n, "staging", host=True)
+            st.block.mapped[st.offset:st.offset + n] = src
+            self._copy(st.block.buffer, st.offset, buf.block.buffer, buf.offset, n)
+            st.release()
+        return buf
+
+    def download(self, buf: Buffer, nbytes: int | None = None) -> np.ndarray:
+        """The buffer's bytes as a fresh uint8 array."""
+        n = buf.nbytes if nbytes is None else nbytes
+        if n == 0:
+            return np.zeros(0, np.uint8)
+        if buf.block.mapped is not None:
+            return buf.block.mapped[buf.offset:buf.offset + n].copy()
+        st = self.allocator.alloc(n, "staging", host=True)
+        self._copy(buf.block.buffer, buf.offset, st.block.buffer, st.offset, n)
+        out = st.block.mapped[st.offset:st.offset + n].copy()
+        st.release()
+        return out
+
+
+_rt: Runtime | None = None
+_lock = threading.Lock()
+
+
+def get() -> Runtime:
+    """The runtime, created on first use (this is when Vulkan is initialised)."""
+    global _rt
+    if _rt is None:
+        with _lock:
+            if _rt is None:
+                _rt = Runtime()
+    return _rt
