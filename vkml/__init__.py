@@ -5,6 +5,8 @@
 6.0
 """
 from .array import Array, ConcretizationError
+from .autodiff import (checkpoint, grad, hessian, jacfwd, jacrev, jvp, no_grad, remat,
+                       stop_gradient, value_and_grad, vjp)
 from .jit import make_graph
 from .trace.dtypes import DTypeError
 from .trace.shapes import ShapeError
@@ -12,6 +14,7 @@ from .trace.tracer import LeakedTracerError
 from .vulkan.device import devices
 from . import tree_util
 
-__all__ = ["Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
+__all__ = ["checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
+           "stop_gradient", "value_and_grad", "vjp", "Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
            "devices", "make_graph", "tree_util"]
 __version__ = "0.1.0"

@@ -228,11 +228,18 @@ class Array:
     def __invert__(self): return self._np().logical_not(self)
 
 
-def bind(kind: OpKind, operands: list, **attrs: Any) -> Array:
-    """Apply an operator: record it in the active trace, or run it now on the device."""
+def bind(kind: OpKind, operands: list, _tag: Any = None, **attrs: Any) -> Array:
+    """Apply an operator: record it in the active trace, or run it now on the device.
+
+    Inside `no_grad()` a traced result is wrapped in StopGradient, so no gradient path
+    is recorded through it.
+    """
     t = tracer.current()
     if t is not None:
-        return Array._traced(t, t.emit(kind, operands, attrs))
+        out = Array._traced(t, t.emit(kind, operands, attrs, _tag))
+        if not tracer.grad_enabled() and kind is not OpKind.StopGradient and dt.is_float(out.dtype):
+            out = Array._traced(t, t.emit(OpKind.StopGradient, [out], {}, _tag))
+        return out
     ins = []
     for i, v in enumerate(operands):
         if v._trace is not None:

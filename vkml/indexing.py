@@ -8,8 +8,31 @@ from .trace import dtypes as dt
 from .trace.ops import OpKind
 
 
+def _expand_ellipsis(a: Array, idx: tuple) -> list:
+    """The index with `...` (or the implicit trailing one) replaced by full slices."""
+    n_used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_used > a.ndim:
+        raise IndexError(f"too many indices for array of shape {a.shape}: {n_used} indices "
+                         f"(None and ... excluded) for {a.ndim} axes")
+    full = []
+    for i in idx:
+        if i is Ellipsis:
+            full += [slice(None)] * (a.ndim - n_used)
+        else:
+            full.append(i)
+    if not any(i is Ellipsis for i in idx):
+        full += [slice(None)] * (a.ndim - n_used)
+    return full
+
+
 def getitem(a: Array, idx) -> Array:
     """NumPy basic indexing plus one integer array (gathered with IndexSelect).
+
+    As in NumPy, an integer array combined with integers that are not next to it (a slice
+    or None in between) puts the array's dimensions first: x[0, :, [1, 2]] has shape
+    (2, x.shape[1]).
 
     >>> import vkml.numpy as vnp
     >>> vnp.arange(10)[1:8:3].numpy().tolist()
@@ -18,24 +41,13 @@ def getitem(a: Array, idx) -> Array:
     from . import numpy as vnp
     if not isinstance(idx, tuple):
         idx = (idx,)
-    n_used = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if sum(1 for i in idx if i is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if n_used > a.ndim:
-        raise IndexError(f"too many indices for array of shape {a.shape}: {n_used} indices")
-    full = []
-    for i in idx:
-        if i is Ellipsis:
-            full += [slice(None)] * (a.ndim - n_used)
-        else:
-            full.append(i)
-    if Ellipsis not in idx:
-        full += [slice(None)] * (a.ndim - n_used)
+    full = _expand_ellipsis(a, idx)
     starts, stops, steps = [], [], []
-    out_shape = []       # shape after the whole index (None and int handled)
+    out_shape = []       # per index entry: ("new",), ("drop",), ("keep",) or ("arr", shape)
+    adv_pos = []         # positions in `full` of advanced entries (ints and the array)
     array_index = None   # (axis in the sliced array, index array)
     axis = 0
-    for i in full:
+    for pos, i in enumerate(full):
         if i is None:
             out_shape.append(("new",))
             continue
@@ -53,10 +65,13 @@ def getitem(a: Array, idx) -> Array:
             array_index = (axis, arr)
             starts.append(0); stops.append(d); steps.append(1)
             out_shape.append(("arr", arr.shape))
+            adv_pos.append(pos)
         elif isinstance(i, slice):
             b, e, s = i.indices(d)
+            if len(range(b, e, s)) == 0:
+                b, e, s = 0, 0, 1   # any empty range; slice.indices gives start -1 on size 0
             starts.append(b); stops.append(e); steps.append(s)
-            out_shape.append(("keep", len(range(b, e, s))))
+            out_shape.append(("keep",))
         elif hasattr(i, "__index__") and not isinstance(i, (bool, _np.bool_)):
             k = int(i.__index__())
             if not -d <= k < d:
@@ -64,16 +79,22 @@ def getitem(a: Array, idx) -> Array:
             k %= d
             starts.append(k); stops.append(k + 1); steps.append(1)
             out_shape.append(("drop",))
+            adv_pos.append(pos)
         else:
             raise IndexError(f"unsupported index {i!r}: use ints, slices, None, ... or one integer array")
         axis += 1
     x = a
     if any((b, e, s) != (0, dd, 1) for b, e, s, dd in zip(starts, stops, steps, a.shape)):
         x = bind(OpKind.Slice, [a], starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+    arr_first = False
     if array_index is not None:
         ax, arr = array_index
-        x = vnp.take(x, arr, axis=ax)  # replaces axis ax by arr.shape
-    final = []
+        x = vnp.take(x, arr, axis=ax)  # replaces axis ax by arr.shape, in place
+        # ints count as advanced indices beside an array; split apart, NumPy moves the
+        # advanced dimensions to the front
+        arr_first = adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)
+    # x's axes now follow the non-None entries; map them to the output dimensions
+    final, arr_axes, rest_axes = [], [], []
     ax = 0
     for kind in out_shape:
         if kind[0] == "new":
@@ -81,10 +102,17 @@ def getitem(a: Array, idx) -> Array:
         elif kind[0] == "drop":
             ax += 1
         elif kind[0] == "arr":
-            final += list(kind[1])
-            ax += len(kind[1])
+            n = len(kind[1])
+            arr_axes = list(range(ax, ax + n))
+            if not arr_first:
+                final += list(kind[1])
+            ax += n
         else:
             final.append(x.shape[ax])
+            rest_axes.append(ax)
             ax += 1
-    # take() already expanded the array index's dims in place; map sliced dims by position
+    if arr_first:
+        drops = [i for i in range(x.ndim) if i not in arr_axes and i not in rest_axes]
+        x = vnp.transpose(x, arr_axes + rest_axes + drops)
+        final = list(array_index[1].shape) + final
     return vnp.reshape(x, tuple(final))

@@ -17,8 +17,11 @@ from .tree_util import tree_flatten, tree_unflatten
 
 def execute(graph: Graph, args: Sequence[Array]) -> list[Array]:
     """Run graph on the device with concrete args; returns concrete outputs."""
+    from .transforms.simplify import simplify
     from .vulkan import runtime
     rt = runtime.get()
+    if len(graph.nodes) > len(graph.inputs) + 1:
+        graph = simplify(graph, for_execution=True)
     bufs = rt.run(graph, [a._buf for a in args])
     return [Array._concrete(b, o.shape, o.dtype) for b, o in zip(bufs, graph.outputs)]
 
@@ -34,7 +37,7 @@ def inline(graph: Graph, args: Sequence[Array]) -> list[Array]:
         if n.op is OpKind.Const:
             env[n.id] = n.attrs["value"]
         else:
-            env[n.id] = bind(n.op, [env[i.id] for i in n.inputs], **n.attrs)
+            env[n.id] = bind(n.op, [env[i.id] for i in n.inputs], _tag=n.tag, **n.attrs)
     return [env[o.id] for o in graph.outputs]
 
 

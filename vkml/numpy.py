@@ -49,17 +49,29 @@ def asarray(x: Any, dtype=None) -> Array:
         d = dt.bool_
     elif isinstance(x, int):
         d = dt.int32
-    elif isinstance(x, float):
+    elif isinstance(x, float) and not isinstance(x, _np.generic):   # np.float64 is a float
         d = dt.float32
     else:
         arr = _np.asarray(x)
         if arr.dtype == object:
             raise DTypeError(f"asarray: cannot convert {type(x).__name__} to an array (object dtype)")
-        d = dt.float32 if arr.dtype.kind == "f" and arr.dtype == _np.float16 else dt.canonical(arr.dtype, "asarray")
-    raw = dt.to_device_numpy(_np.asarray(x), d, "asarray")
+        d = dt.canonical(arr.dtype, "asarray")   # float16, complex, ... raise DTypeError
+        # nested Python floats are float32 like a single Python float (NumPy would say float64)
+        if d == dt.float64 and _python_floats(x):
+            d = dt.float32
+    src = _np.asarray(x)
+    raw = dt.to_device_numpy(src, d, "asarray")
     from .vulkan import runtime
     buf = runtime.get().upload(raw)
-    return Array._concrete(buf, raw.shape, d)
+    # src.shape, not raw.shape: the device copy of a 0-d value comes back 1-d
+    return Array._concrete(buf, src.shape, d)
+
+
+def _python_floats(x) -> bool:
+    """Whether x is (nested lists/tuples of) Python scalars only, no typed arrays."""
+    if isinstance(x, (list, tuple)):
+        return _b.all(_python_floats(v) for v in x)
+    return isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic)
 
 
 def array(x: Any, dtype=None, copy: bool = True) -> Array:
@@ -165,8 +177,7 @@ def _operands(name: str, *xs):
         elif isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic):
             weak.append(type(x))
         elif isinstance(x, _np.ndarray) or isinstance(x, _np.generic):
-            strong.append(dt.canonical(_np.asarray(x).dtype, name) if _np.asarray(x).dtype.kind != "f"
-                          else (dt.float64 if _np.asarray(x).dtype == _np.float64 else dt.float32))
+            strong.append(dt.canonical(_np.asarray(x).dtype, name))
         else:
             strong.append(asarray(x).dtype)
     d = dt.promote_weak(strong, weak)

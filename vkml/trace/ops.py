@@ -26,7 +26,7 @@ class OpKind(enum.Enum):
     Expm1 = "Expm1"; Sqrt = "Sqrt"; Rsqrt = "Rsqrt"; Sin = "Sin"; Cos = "Cos"; Tanh = "Tanh"
     Sigmoid = "Sigmoid"; Abs = "Abs"; Sign = "Sign"; Erf = "Erf"; Erfc = "Erfc"; Relu = "Relu"
     Gelu = "Gelu"; Silu = "Silu"
-    Cast = "Cast"; Copy = "Copy"
+    Cast = "Cast"; Copy = "Copy"; StopGradient = "StopGradient"
     # binary
     Add = "Add"; Sub = "Sub"; Mul = "Mul"; Div = "Div"; Pow = "Pow"; Maximum = "Maximum"
     Minimum = "Minimum"; Where = "Where"
@@ -54,7 +54,6 @@ class Grad(enum.Enum):
     BOOLEAN = "boolean result: not differentiable, the output is not a float"
     DISCONTINUOUS = ("discontinuous or integral: the derivative is zero almost everywhere "
                      "and undefined at the steps")
-    NOT_YET = "not yet: the rule is not written"
 
 
 @dataclass(frozen=True)
@@ -200,7 +199,7 @@ _UNARY = {
     OpKind.Silu: (dt.FLOATS, "x * sigmoid(x)"),
 }
 for _k, (_ds, _doc) in _UNARY.items():
-    _grad = Grad.DISCONTINUOUS if _k is OpKind.Sign else Grad.NOT_YET
+    _grad = Grad.DISCONTINUOUS if _k is OpKind.Sign else Grad.RULE
     _declare(_k, 1, ("approximate",) if _k is OpKind.Gelu else (), _same_shape,
              _unary_dtype(_k.value, _ds), _ds, "elementwise", _grad, _doc, "unary")
 
@@ -210,10 +209,14 @@ def _cast_dtype(d, a):
 
 
 _declare(OpKind.Cast, 1, ("dtype",), _same_shape, _cast_dtype, dt.ALL, "elementwise",
-         Grad.NOT_YET, "Convert to `dtype` (float to int truncates toward zero; to bool is x != 0).",
+         Grad.RULE, "Convert to `dtype` (float to int truncates toward zero; to bool is x != 0).",
          "unary")
 _declare(OpKind.Copy, 1, (), _same_shape, _unary_dtype("Copy", dt.ALL), dt.ALL, "elementwise",
-         Grad.NOT_YET, "A fresh contiguous copy.", "unary")
+         Grad.RULE, "A fresh contiguous copy.", "unary")
+_declare(OpKind.StopGradient, 1, (), _same_shape, _unary_dtype("StopGradient", dt.ALL), dt.ALL,
+         "elementwise", Grad.RULE,
+         "The identity, through which no gradient flows (its rule returns none); graph "
+         "simplification removes it once differentiation is done.", "unary")
 
 
 def _bcast(op):
@@ -239,7 +242,7 @@ _BINARY = {
 }
 for _k, (_ds, _doc) in _BINARY.items():
     _declare(_k, 2, (), _bcast(_k.value), _binary_dtype(_k.value, _ds), _ds, "elementwise",
-             Grad.NOT_YET, _doc + "; shapes broadcast.", "binary")
+             Grad.RULE, _doc + "; shapes broadcast.", "binary")
 
 
 def _where_dtype(d, a):
@@ -248,7 +251,7 @@ def _where_dtype(d, a):
     return np.dtype(d[1])
 
 
-_declare(OpKind.Where, 3, (), _bcast("Where"), _where_dtype, dt.ALL, "elementwise", Grad.NOT_YET,
+_declare(OpKind.Where, 3, (), _bcast("Where"), _where_dtype, dt.ALL, "elementwise", Grad.RULE,
          "cond ? x : y; shapes broadcast.", "binary")
 
 
@@ -300,7 +303,7 @@ for _k, (_ds, _out, _doc) in _REDUCE.items():
     def _rdt(d, a, _op=_k.value, _ds=_ds, _out=_out):
         _need(_op, d, _ds)
         return _out if _out is not None else np.dtype(d[0])
-    _grad = Grad.DISCONTINUOUS if _k in (OpKind.ArgMax, OpKind.ArgMin) else Grad.NOT_YET
+    _grad = Grad.DISCONTINUOUS if _k in (OpKind.ArgMax, OpKind.ArgMin) else Grad.RULE
     _declare(_k, 1, ("axes", "keepdims"), _reduce_shape(_k.value), _rdt, _ds, "reduce", _grad,
              _doc + ".", "reduce")
 
@@ -315,11 +318,11 @@ def _axis_shape(op):
 
 
 _declare(OpKind.Cumsum, 1, ("axis",), _axis_shape("Cumsum"), _unary_dtype("Cumsum", dt.NUMERIC),
-         dt.NUMERIC, "scan", Grad.NOT_YET, "Inclusive running sum along `axis`.", "reduce")
+         dt.NUMERIC, "scan", Grad.RULE, "Inclusive running sum along `axis`.", "reduce")
 for _k, _doc in [(OpKind.Softmax, "exp(x - max) / sum(exp(x - max)) along `axis`"),
                  (OpKind.LogSoftmax, "x - max - log(sum(exp(x - max))) along `axis`")]:
     _declare(_k, 1, ("axis",), _axis_shape(_k.value), _unary_dtype(_k.value, dt.FLOATS),
-             dt.FLOATS, "softmax", Grad.NOT_YET, _doc + ", numerically stable.", "reduce")
+             dt.FLOATS, "softmax", Grad.RULE, _doc + ", numerically stable.", "reduce")
 
 # --------------------------------------------------------------------------- movement
 
@@ -399,19 +402,19 @@ def _flip_shape(s, a):
 
 
 _declare(OpKind.Reshape, 1, ("shape",), _reshape_shape, _pad_dtype, dt.ALL, "movement",
-         Grad.NOT_YET, "Same elements in C order, new shape.", "movement")
+         Grad.RULE, "Same elements in C order, new shape.", "movement")
 _declare(OpKind.Permute, 1, ("perm",), _permute_shape, _pad_dtype, dt.ALL, "movement",
-         Grad.NOT_YET, "Reorder axes: out.shape[i] = x.shape[perm[i]].", "movement")
+         Grad.RULE, "Reorder axes: out.shape[i] = x.shape[perm[i]].", "movement")
 _declare(OpKind.Expand, 1, ("shape",), _expand_shape, _pad_dtype, dt.ALL, "movement",
-         Grad.NOT_YET, "Broadcast to `shape` (NumPy rules).", "movement")
+         Grad.RULE, "Broadcast to `shape` (NumPy rules).", "movement")
 _declare(OpKind.Slice, 1, ("starts", "stops", "steps"), _slice_shape, _pad_dtype, dt.ALL,
-         "movement", Grad.NOT_YET, "Basic slicing with a start, stop and (non-zero) step per axis.",
+         "movement", Grad.RULE, "Basic slicing with a start, stop and (non-zero) step per axis.",
          "movement")
 _declare(OpKind.Pad, 1, ("pads", "value"), _pad_shape, _pad_dtype, dt.ALL, "movement",
-         Grad.NOT_YET, "Constant padding: (low, high) per axis.", "movement")
+         Grad.RULE, "Constant padding: (low, high) per axis.", "movement")
 _declare(OpKind.Concat, None, ("axis",), _concat_shape, _concat_dtype, dt.ALL, "movement",
-         Grad.NOT_YET, "Join along `axis`.", "movement")
-_declare(OpKind.Flip, 1, ("axes",), _flip_shape, _pad_dtype, dt.ALL, "movement", Grad.NOT_YET,
+         Grad.RULE, "Join along `axis`.", "movement")
+_declare(OpKind.Flip, 1, ("axes",), _flip_shape, _pad_dtype, dt.ALL, "movement", Grad.RULE,
          "Reverse the order of elements along `axes`.", "movement")
 
 # --------------------------------------------------------------------------- indexing
@@ -444,15 +447,18 @@ def _scatter_shape(s, a):
     if len(idx) != 1 or not 0 <= ax < len(src) or src[ax] != idx[0]:
         raise ShapeError(f"ScatterAdd: index of shape {idx} must be 1-d with one entry per "
                          f"position of axis {ax} of source {src}")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0 or (size == 0 and idx[0]):
+        raise ShapeError(f"ScatterAdd: size {size!r} must be an int >= 0 (>= 1 when the index "
+                         f"of shape {idx} is non-empty)")
     return src[:ax] + (size,) + src[ax + 1:]
 
 
 _declare(OpKind.IndexSelect, 2, ("axis",), _index_select_shape, _index_dtype("IndexSelect"),
-         dt.ALL, "index", Grad.NOT_YET,
+         dt.ALL, "index", Grad.RULE,
          "Gather whole slices along `axis`: out[.., j, ..] = x[.., idx[j], ..]. Negative indices "
          "count from the end; out-of-range indices are clamped (as in JAX).", "index")
 _declare(OpKind.ScatterAdd, 2, ("axis", "size"), _scatter_shape, _index_dtype("ScatterAdd"),
-         dt.NUMERIC, "index", Grad.NOT_YET,
+         dt.NUMERIC, "index", Grad.RULE,
          "Deterministic scatter-add: out[.., idx[j], ..] += src[.., j, ..] into zeros with "
          "`size` positions along `axis` (adjoint of IndexSelect). Indices as in IndexSelect.",
          "index")
@@ -469,7 +475,7 @@ def _matmul_shape(s, a):
 
 
 _declare(OpKind.MatMul, 2, (), _matmul_shape, _binary_dtype("MatMul", dt.NUMERIC), dt.NUMERIC,
-         "matmul", Grad.NOT_YET,
+         "matmul", Grad.RULE,
          "Batched matrix product (..., m, k) @ (..., k, n); batch dims broadcast.", "contract")
 
 
@@ -536,16 +542,17 @@ def _float_same(op):
 
 _WIN = ("kernel", "stride", "padding", "dilation")
 _declare(OpKind.Im2Col, 1, _WIN, _im2col_shape, _float_same("Im2Col"), dt.FLOATS, "window",
-         Grad.NOT_YET, "Unfold NCHW sliding windows to (N, C*kh*kw, OH*OW), PyTorch's unfold "
+         Grad.RULE, "Unfold NCHW sliding windows to (N, C*kh*kw, OH*OW), PyTorch's unfold "
                        "layout; zero padding.", "window")
 _declare(OpKind.Col2Im, 1, ("output_size",) + _WIN, _col2im_shape, _float_same("Col2Im"),
-         dt.FLOATS, "window", Grad.NOT_YET,
+         dt.FLOATS, "window", Grad.RULE,
          "Fold (N, C*kh*kw, L) columns back to NCHW, summing where windows overlap (adjoint of "
          "Im2Col); deterministic.", "window")
 _declare(OpKind.MaxPool2d, 1, _WIN, _pool_shape, _float_same("MaxPool2d"), dt.FLOATS, "window",
-         Grad.NOT_YET, "Max over NCHW windows; padding counts as -inf.", "window")
+         Grad.RULE, "Max over NCHW windows; padding counts as -inf; nan propagates.",
+         "window")
 _declare(OpKind.MaxPool2dBackward, 2, _WIN, _pool_bwd_shape, _float_same("MaxPool2dBackward"),
-         dt.FLOATS, "window", Grad.NOT_YET,
+         dt.FLOATS, "window", Grad.RULE,
          "Route each window's gradient to the first maximum of that window in x (adjoint of "
          "MaxPool2d); deterministic.", "window")
 
@@ -560,7 +567,7 @@ def _slice_bwd_shape(s, a):
 
 
 _declare(OpKind.SliceBackward, 1, ("shape", "starts", "stops", "steps"), _slice_bwd_shape,
-         _pad_dtype, dt.ALL, "movement", Grad.NOT_YET,
+         _pad_dtype, dt.ALL, "movement", Grad.RULE,
          "Place the input at the sliced positions of zeros of `shape` (adjoint of Slice).",
          "movement")
 

@@ -35,6 +35,18 @@ def current() -> "Trace | None":
     return s[-1] if s else None
 
 
+def grad_enabled() -> bool:
+    """False inside `vkml.no_grad()`: ops then record no gradient path."""
+    return getattr(_state, "grad_enabled", True)
+
+
+def set_grad_enabled(flag: bool) -> bool:
+    """Set the no_grad flag of this thread; returns the previous value."""
+    old = grad_enabled()
+    _state.grad_enabled = flag
+    return old
+
+
 class LeakedTracerError(RuntimeError):
     """A traced value was used after the transform that made it returned."""
 
@@ -93,8 +105,8 @@ class Trace:
             self._keepalive.append(value)
         return n
 
-    def emit(self, op: OpKind, operands: Sequence[Any], attrs: dict) -> Node:
-        return Node(op, [self.lift(v) for v in operands], attrs, tag=self.tag)
+    def emit(self, op: OpKind, operands: Sequence[Any], attrs: dict, tag: Any = None) -> Node:
+        return Node(op, [self.lift(v) for v in operands], attrs, tag=self.tag if tag is None else tag)
 
     def graph(self, outputs: Sequence[Node]) -> Graph:
         return Graph(self.inputs, outputs)

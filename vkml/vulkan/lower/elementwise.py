@@ -52,6 +52,7 @@ _FLOAT_EXPR = {
     OpKind.Relu: "((a > T(0) || isnan(a)) ? a : T(0))",
     OpKind.Silu: "(a * vk_sigmoid(a))",
     OpKind.Copy: "a",
+    OpKind.StopGradient: "a",
     OpKind.Add: "(a + b)",
     OpKind.Sub: "(a - b)",
     OpKind.Mul: "(a * b)",
@@ -62,7 +63,7 @@ _FLOAT_EXPR = {
 }
 _INT_EXPR = {
     OpKind.Neg: "-a", OpKind.Abs: "abs(a)", OpKind.Sign: "sign(a)", OpKind.Relu: "max(a, 0)",
-    OpKind.Copy: "a", OpKind.Add: "(a + b)", OpKind.Sub: "(a - b)", OpKind.Mul: "(a * b)",
+    OpKind.Copy: "a", OpKind.StopGradient: "a", OpKind.Add: "(a + b)", OpKind.Sub: "(a - b)", OpKind.Mul: "(a * b)",
     OpKind.Maximum: "max(a, b)", OpKind.Minimum: "min(a, b)",
 }
 _CMP = {OpKind.Equal: "==", OpKind.NotEqual: "!=", OpKind.Less: "<", OpKind.LessEqual: "<=",

@@ -1,0 +1,20 @@
+"""Test set-up: the suite needs a real Vulkan device and glslangValidator; it fails, never
+skips, when either is missing (a green run without Vulkan must be impossible)."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_sessionstart(session):
+    from vkml.vulkan import compile as _compile, runtime
+    _compile.glslang()          # raises GlslangMissingError
+    rt = runtime.get()          # raises VulkanUnavailableError / ImportError
+    session.config._vkml_device = rt.dev.summary()
+
+
+def pytest_report_header(config):
+    from vkml.vulkan import runtime
+    return f"vkml device: {runtime.get().dev.summary()}"

@@ -1,0 +1,577 @@
+"""The `vkml.numpy` surface (docs/design/api.md) against NumPy.
+
+Values are checked against NumPy; result dtypes against jax.numpy's promotion with x64 on
+the four device dtypes, where Python scalars are weak (they never widen an array) and
+integer input to a float function gives float32. Shapes stay tiny: this is a test of the
+surface, the kernels have their own cases in tests/ops.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import vkml
+import vkml.numpy as vnp
+
+F32, F64, I32, B = np.float32, np.float64, np.int32, np.bool_
+RNG = np.random.default_rng(1234)
+
+
+def data(shape, dtype=F32, lo=-2.0, hi=2.0):
+    dtype = np.dtype(dtype)
+    if dtype == B:
+        return RNG.random(shape) < 0.5
+    if dtype.kind == "i":
+        return RNG.integers(int(lo), int(hi) + 1, size=shape).astype(dtype)
+    return RNG.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def check(got, want, dtype=None, rtol=None, atol=None):
+    """got is a vkml.Array equal to want (NumPy) with dtype `dtype` (default want's)."""
+    assert isinstance(got, vkml.Array), type(got)
+    want = np.asarray(want)
+    dtype = np.dtype(dtype if dtype is not None else want.dtype)
+    assert got.dtype == dtype, f"dtype {got.dtype}, expected {dtype}"
+    assert got.shape == want.shape, f"shape {got.shape}, expected {want.shape}"
+    g = np.asarray(got)
+    assert g.dtype == dtype and g.shape == want.shape
+    if dtype.kind in "bi":
+        np.testing.assert_array_equal(g, want.astype(dtype))
+    else:
+        r = rtol if rtol is not None else (1e-12 if dtype == F64 else 1e-5)
+        a = atol if atol is not None else (1e-13 if dtype == F64 else 1e-6)
+        np.testing.assert_allclose(g.astype(F64), want.astype(F64), rtol=r, atol=a)
+
+
+# --------------------------------------------------------------------------- creation
+
+
+@pytest.mark.parametrize("value, dtype", [
+    ([1, 2, 3], I32), ([1.5, 2.0], F32), ([True, False], B), (3, I32), (2.5, F32), (True, B),
+    (np.arange(4, dtype=np.int64), I32), (np.ones(3, F64), F64), (np.ones((2, 0), F32), F32),
+    (np.array([[1, 2]], np.int16), I32), (np.uint8(7), I32),
+])
+def test_asarray_dtypes(value, dtype):
+    check(vnp.asarray(value), np.asarray(value), dtype)
+
+
+def test_asarray_explicit_dtype_and_identity():
+    a = vnp.asarray([1.7, -1.7, 0.0])
+    assert vnp.asarray(a) is a
+    assert vnp.asarray(a, F32) is a
+    check(vnp.asarray(a, I32), np.array([1, -1, 0]), I32)       # truncates toward zero
+    check(vnp.asarray(a, B), np.array([True, True, False]))
+    check(vnp.asarray([1, 2], dtype=float), np.array([1.0, 2.0]), F32)
+    check(vnp.asarray([1, 2], dtype="float64"), np.array([1.0, 2.0]), F64)
+    check(a.astype(F64), np.array([1.7, -1.7, 0.0], F32).astype(F64), F64)
+
+
+def test_array_copies():
+    a = vnp.asarray([1.0, 2.0])
+    b = vnp.array(a)
+    assert b is not a
+    check(b, np.array([1.0, 2.0]), F32)
+    check(vnp.array([[1, 2], [3, 4]]), np.array([[1, 2], [3, 4]]), I32)
+
+
+@pytest.mark.parametrize("fn, args, want, dtype", [
+    (vnp.zeros, ((2, 3),), np.zeros((2, 3)), F32),
+    (vnp.zeros, (4, I32), np.zeros(4), I32),
+    (vnp.ones, ((3,),), np.ones(3), F32),
+    (vnp.ones, ((2, 2), F64), np.ones((2, 2)), F64),
+    (vnp.ones, ((2, 0),), np.ones((2, 0)), F32),
+    (vnp.full, ((2,), 3), np.full(2, 3), I32),
+    (vnp.full, ((2, 1), 2.5), np.full((2, 1), 2.5), F32),
+    (vnp.full, ((3,), True), np.full(3, True), B),
+    (vnp.full, ((), -1.25, F64), np.full((), -1.25), F64),
+    (vnp.full, ((2,), 7, F32), np.full(2, 7.0), F32),
+])
+def test_filled(fn, args, want, dtype):
+    check(fn(*args), want, dtype)
+
+
+def test_like_functions():
+    x = vnp.asarray(data((2, 3), I32))
+    check(vnp.zeros_like(x), np.zeros((2, 3)), I32)
+    check(vnp.ones_like(x, dtype=F64), np.ones((2, 3)), F64)
+    check(vnp.full_like(x, 4), np.full((2, 3), 4), I32)
+    check(vnp.full_like(vnp.ones(2), 0.5), np.full(2, 0.5), F32)
+
+
+@pytest.mark.parametrize("args, kw, want, dtype", [
+    ((5,), {}, np.arange(5), I32),
+    ((2, 9, 3), {}, np.arange(2, 9, 3), I32),
+    ((5, 0, -2), {}, np.arange(5, 0, -2), I32),
+    ((0.5, 2.0, 0.25), {}, np.arange(0.5, 2.0, 0.25), F32),
+    ((4,), {"dtype": F64}, np.arange(4.0), F64),
+    ((3, 3), {}, np.arange(3, 3), I32),
+])
+def test_arange(args, kw, want, dtype):
+    check(vnp.arange(*args, **kw), want, dtype)
+
+
+@pytest.mark.parametrize("args, kw", [
+    ((0.0, 1.0, 5), {}), ((-3.0, 7.0, 11), {}), ((2.0, 3.0, 4), {"endpoint": False}),
+    ((1.0, 2.0, 1), {}), ((0.0, 1.0, 0), {}), ((0.0, 1.0, 7), {"dtype": F64}),
+])
+def test_linspace(args, kw):
+    got = vnp.linspace(*args, **kw)
+    want = np.linspace(*args, **kw)
+    check(got, want, kw.get("dtype", F32))
+    if args[2] > 1 and kw.get("endpoint", True):
+        assert np.asarray(got)[-1] == np.asarray(args[1], got.dtype)   # the endpoint is exact
+
+
+@pytest.mark.parametrize("args", [(3,), (2, 4), (4, 3, 1), (3, 4, -2), (3, 3, 5)])
+def test_eye(args):
+    check(vnp.eye(*args), np.eye(*args), F32)
+
+
+def test_eye_dtype():
+    check(vnp.eye(2, dtype=I32), np.eye(2), I32)
+
+
+def test_constants():
+    assert vnp.inf == math.inf and math.isnan(vnp.nan)
+    assert vnp.pi == math.pi and vnp.e == math.e and vnp.newaxis is None
+
+
+# --------------------------------------------------------------------------- promotion
+
+_ARR = {F32: np.array([1.5, -2.0], F32), F64: np.array([1.5, -2.0], F64),
+        I32: np.array([3, -4], I32), B: np.array([True, False])}
+
+
+@pytest.mark.parametrize("x, y, want", [
+    (I32, I32, I32), (I32, F32, F32), (I32, F64, F64), (F32, F64, F64), (F32, F32, F32),
+    (B, I32, I32), (B, F32, F32), (B, F64, F64), (F64, I32, F64),
+])
+def test_promotion_arrays(x, y, want):
+    a, b = _ARR[x], _ARR[y]
+    got = vnp.asarray(a) + vnp.asarray(b)
+    check(got, a.astype(F64) + b.astype(F64), want)
+    check(vnp.multiply(vnp.asarray(b), vnp.asarray(a)), a.astype(F64) * b.astype(F64), want)
+
+
+@pytest.mark.parametrize("x, scalar, want", [
+    (I32, 1, I32), (I32, 1.5, F32), (F32, 1, F32), (F32, 1.5, F32), (F64, 1.5, F64),
+    (F64, 2, F64), (B, 1, I32), (B, 0.5, F32),
+])
+def test_python_scalars_are_weak(x, scalar, want):
+    a = _ARR[x]
+    check(vnp.asarray(a) + scalar, a.astype(F64) + scalar, want)
+    check(scalar + vnp.asarray(a), a.astype(F64) + scalar, want)
+    check(vnp.asarray(a) * scalar, a.astype(F64) * scalar, want)
+
+
+def test_scalar_only_and_numpy_operands():
+    check(vnp.add(1, 2), np.array(3), I32)
+    check(vnp.add(1, 2.0), np.array(3.0), F32)
+    # NumPy arrays are strongly typed: float64 NumPy data widens a float32 array
+    check(vnp.asarray([1.0], F32) + np.array([0.5]), np.array([1.5]), F64)
+    check(vnp.asarray([1], I32) + np.array([2], np.int64), np.array([3]), I32)
+
+
+@pytest.mark.parametrize("fn, ref", [
+    (vnp.exp, np.exp), (vnp.sqrt, np.sqrt), (vnp.log1p, np.log1p), (vnp.sin, np.sin),
+    (vnp.tanh, np.tanh),
+])
+def test_integer_input_to_float_function_gives_float32(fn, ref):
+    x = np.array([0, 1, 2, 3], I32)
+    check(fn(vnp.asarray(x)), ref(x.astype(F64)), F32)
+
+
+def test_integer_divide_and_mean_give_float32():
+    x, y = np.array([1, 7, -3], I32), np.array([2, 2, 4], I32)
+    check(vnp.divide(vnp.asarray(x), vnp.asarray(y)), x / y, F32)
+    check(vnp.asarray(x) / 2, x / 2, F32)
+    check(vnp.mean(vnp.asarray(x)), np.mean(x), F32)
+    check(vnp.mean(vnp.asarray([True, False, True, True])), np.array(0.75), F32)
+    check(vnp.asarray(x, F64) / vnp.asarray(y), x / y, F64)
+
+
+def test_comparisons_promote_then_give_bool():
+    x = vnp.asarray([1, 2, 3])
+    check(x == 2, np.array([False, True, False]))
+    check(x < 2.5, np.array([True, True, False]))        # compared as float32, not truncated
+    check(vnp.asarray([1.0, 2.0], F64) >= vnp.asarray([1, 3]), np.array([True, False]))
+
+
+# --------------------------------------------------------------------------- Array surface
+
+
+def test_array_attributes_and_host_access():
+    x = data((2, 3, 4))
+    a = vnp.asarray(x)
+    assert a.shape == (2, 3, 4) and a.ndim == 3 and a.size == 24 and len(a) == 2
+    assert a.dtype == np.dtype(F32)
+    np.testing.assert_array_equal(np.asarray(a), x)
+    np.testing.assert_array_equal(a.numpy(), x)
+    assert np.asarray(a, dtype=F64).dtype == np.dtype(F64)
+    assert a.block_until_ready() is a
+    assert "Array(" in repr(a) and "float32" in repr(a)
+    assert vnp.shape(a) == (2, 3, 4) and vnp.ndim(a) == 3 and vnp.size(a) == 24
+
+
+def test_scalars_out():
+    f = vnp.asarray([[2.5]])
+    assert float(f) == 2.5 and isinstance(f.item(), float) and f.item() == 2.5
+    i = vnp.asarray(7)
+    assert i.item() == 7 and isinstance(i.item(), int) and int(i) == 7
+    assert float(i) == 7.0
+    b = vnp.asarray([True])
+    assert b.item() is True and bool(b)
+    assert [10, 20, 30][vnp.asarray(1)] == 20           # __index__
+    with pytest.raises(ValueError, match="2 elements"):
+        vnp.asarray([1.0, 2.0]).item()
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(vnp.asarray([1.0, 2.0]))
+    with pytest.raises(TypeError):
+        len(vnp.asarray(1.0))
+
+
+def test_iteration():
+    x = data((3, 2))
+    rows = list(vnp.asarray(x))
+    assert len(rows) == 3
+    for r, w in zip(rows, x):
+        check(r, w)
+
+
+def test_transpose_forms():
+    x = data((2, 3, 4))
+    a = vnp.asarray(x)
+    check(a.T, x.T)
+    check(vnp.asarray(x[0, 0]).T, x[0, 0])
+    check(a.transpose(1, 0, 2), x.transpose(1, 0, 2))
+    check(a.transpose((2, 0, 1)), x.transpose(2, 0, 1))
+    check(vnp.transpose(a, (-1, 0, 1)), x.transpose(2, 0, 1))
+    check(vnp.swapaxes(a, 0, 2), np.swapaxes(x, 0, 2))
+    check(vnp.moveaxis(a, 0, -1), np.moveaxis(x, 0, -1))
+
+
+def test_reshape_forms():
+    x = data((2, 3, 4), I32)
+    a = vnp.asarray(x)
+    check(a.reshape(6, 4), x.reshape(6, 4))
+    check(a.reshape((4, -1)), x.reshape(4, -1))
+    check(vnp.reshape(a, -1), x.reshape(-1))
+    check(a.flatten(), x.ravel())
+    check(vnp.ravel(a), x.ravel())
+    check(vnp.reshape(vnp.zeros((0, 3)), (3, 0, 5)), np.zeros((3, 0, 5)), F32)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I32])
+def test_arithmetic_operators(dtype):
+    x = data((3, 4), dtype, 1, 4)
+    y = data((4,), dtype, 1, 4)
+    a, b = vnp.asarray(x), vnp.asarray(y)
+    X, Y = x.astype(F64), y.astype(F64)
+    fl = dtype if dtype != I32 else F32
+    check(a + b, X + Y, dtype)
+    check(a - b, X - Y, dtype)
+    check(a * b, X * Y, dtype)
+    check(a / b, X / Y, fl)
+    check(-a, -X, dtype)
+    check(+a, X, dtype)
+    check(abs(-a), np.abs(X), dtype)
+    check(2 - a, 2 - X, dtype)
+    check(a ** 2, X ** 2, dtype)
+    check(2 / a, 2 / X, fl)
+    check(a ** 0.5, X ** 0.5, fl)
+    check(a @ b, X @ Y, dtype)
+
+
+def test_power_forms():
+    x = np.array([-2.0, 0.5, 3.0], F32)
+    a = vnp.asarray(x)
+    check(a ** 3, x.astype(F64) ** 3, F32)
+    check(vnp.power(a, vnp.asarray([2.0, 2.0, 0.5])), x.astype(F64) ** np.array([2, 2, 0.5]), F32)
+    check(2.0 ** a, 2.0 ** x.astype(F64), F32)
+    check(vnp.asarray([2, -3]) ** 3, np.array([8, -27]), I32)   # integer base, int exponent
+
+
+def test_comparison_and_logical_operators():
+    x, y = data((5,), I32), data((5,), I32)
+    a, b = vnp.asarray(x), vnp.asarray(y)
+    for got, want in [(a == b, x == y), (a != b, x != y), (a < b, x < y), (a <= b, x <= y),
+                      (a > b, x > y), (a >= b, x >= y)]:
+        check(got, want, B)
+    p, q = data((2, 3), B), data((3,), B)
+    P, Q = vnp.asarray(p), vnp.asarray(q)
+    check(P & Q, p & q)
+    check(P | Q, p | q)
+    check(~P, ~p)
+    check(vnp.logical_and(P, Q), np.logical_and(p, q))
+    check(vnp.logical_or(P, Q), np.logical_or(p, q))
+    check(vnp.logical_not(P), np.logical_not(p))
+    check(vnp.logical_and(a, 0), np.logical_and(x, 0))      # non-bool operands: truthiness
+
+
+def test_array_reduction_methods():
+    x = data((3, 4))
+    a = vnp.asarray(x)
+    X = x.astype(F64)
+    check(a.sum(), X.sum(), F32)
+    check(a.sum(axis=1), X.sum(axis=1), F32)
+    check(a.sum(axis=(0, 1), keepdims=True), X.sum(axis=(0, 1), keepdims=True), F32)
+    check(a.mean(axis=0), X.mean(axis=0), F32)
+    check(a.max(), X.max(), F32)
+    check(a.min(axis=-1, keepdims=True), X.min(axis=-1, keepdims=True), F32)
+    check(a.prod(axis=0), X.prod(axis=0), F32)
+    check(a.argmax(), np.argmax(X), I32)
+    check(a.argmin(axis=1), np.argmin(X, axis=1), I32)
+    check(a.var(axis=0), X.var(axis=0), F32)
+    check(a.std(ddof=1), X.std(ddof=1), F32)
+    check((a > 0).any(axis=0), (x > 0).any(axis=0))
+    check((a > -5).all(), (x > -5).all())
+    check(a.clip(-1.0, 1.0), np.clip(X, -1, 1), F32)
+    check(vnp.asarray(x[:, :1]).squeeze(), x[:, 0])
+
+
+def test_reductions_functions():
+    x = data((2, 3, 4), I32, -5, 5)
+    a = vnp.asarray(x)
+    check(vnp.sum(a), x.sum(), I32)
+    check(vnp.sum(a, axis=(0, 2)), x.sum(axis=(0, 2)), I32)
+    check(vnp.sum(vnp.asarray(x > 0)), (x > 0).sum(), I32)     # bools count as int32
+    check(vnp.max(a, axis=1), x.max(axis=1), I32)
+    check(vnp.min(a, axis=(0, 1), keepdims=True), x.min(axis=(0, 1), keepdims=True), I32)
+    xp = data((2, 4), I32, -3, 3)
+    check(vnp.prod(vnp.asarray(xp), axis=1), np.prod(xp, axis=1), I32)
+    check(vnp.argmax(a, axis=2, keepdims=True), np.argmax(x, axis=2, keepdims=True), I32)
+    check(vnp.argmin(a), np.argmin(x), I32)
+    check(vnp.sum(vnp.zeros((0, 3)), axis=0), np.zeros(3), F32)
+
+
+@pytest.mark.parametrize("axis, ddof, keepdims", [(None, 0, False), (0, 0, False), (1, 1, True),
+                                                  ((0, 1), 0, True)])
+def test_var_std(axis, ddof, keepdims):
+    x = data((4, 5), F64)
+    a = vnp.asarray(x)
+    check(vnp.var(a, axis=axis, ddof=ddof, keepdims=keepdims),
+          np.var(x, axis=axis, ddof=ddof, keepdims=keepdims), F64)
+    check(vnp.std(a, axis=axis, ddof=ddof, keepdims=keepdims),
+          np.std(x, axis=axis, ddof=ddof, keepdims=keepdims), F64)
+    xi = data((4, 5), I32)
+    check(vnp.var(vnp.asarray(xi), axis=axis, ddof=ddof, keepdims=keepdims),
+          np.var(xi.astype(F64), axis=axis, ddof=ddof, keepdims=keepdims), F32)
+
+
+# --------------------------------------------------------------------------- indexing
+
+_X = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+
+
+@pytest.mark.parametrize("idx", [
+    1, -1, (0, 2), (2, -1, 4), slice(None), slice(1, None), slice(None, None, 2),
+    (slice(None), slice(3, 0, -2)), (slice(None, None, -1), 1), (Ellipsis, 0), (0, Ellipsis),
+    (None,), (slice(None), None, 1), (None, Ellipsis, None), (1, None, slice(1, 4, 2), None),
+    (slice(5, 10),), (slice(2, 1),), (Ellipsis,), (0, 1, slice(None, None, -3)),
+    (slice(-2, None), slice(None, -1), slice(1, 2)),
+])
+def test_basic_indexing(idx):
+    check(vnp.asarray(_X)[idx], _X[idx])
+
+
+@pytest.mark.parametrize("idx", [
+    [2, 0], (slice(None), [3, 0, 0, -1]), (Ellipsis, [4, 1]), (1, [0, 2]),
+    (slice(None, None, -1), [1, 1]), (slice(None), slice(1, 3), np.array([[0, 1], [2, 3]])),
+    (None, [0], slice(None), 2),
+    # ints apart from the array index: NumPy puts the array's dimensions first
+    (0, slice(None), [1, 2, 4]), ([2, 1], slice(1, 3), 0), (1, None, slice(None), [0, 3]),
+])
+def test_integer_array_indexing(idx):
+    check(vnp.asarray(_X)[idx], _X[idx])
+
+
+def test_integer_array_index_types():
+    a = vnp.asarray(_X)
+    check(a[vnp.asarray([2, 0])], _X[[2, 0]])
+    check(a[:, np.array([1, 3], dtype=np.int64)], _X[:, [1, 3]])
+    check(a[vnp.asarray(1)], _X[1])
+    check(vnp.asarray(_X.astype(I32))[[0, 2], 1], _X.astype(I32)[[0, 2], 1])
+
+
+def test_indexing_empty_and_size1():
+    e = np.zeros((0, 3), F32)
+    check(vnp.asarray(e)[::-1], e[::-1])
+    check(vnp.asarray(e)[:, ::-2], e[:, ::-2])
+    o = np.arange(3.0, dtype=F32).reshape(1, 3, 1)
+    check(vnp.asarray(o)[0, ::-1, 0], o[0, ::-1, 0])
+
+
+def test_indexing_errors():
+    a = vnp.asarray(_X)
+    with pytest.raises(IndexError, match="out of bounds"):
+        a[3]
+    with pytest.raises(IndexError, match="too many indices"):
+        a[0, 0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        a[..., 0, ...]
+    with pytest.raises(IndexError, match="boolean"):
+        a[vnp.asarray([True, False, True])]
+    with pytest.raises(IndexError, match="only one integer-array"):
+        a[[0, 1], [0, 1]]
+    with pytest.raises(IndexError, match="integer"):
+        a[vnp.asarray([0.0])]
+
+
+# --------------------------------------------------------------------------- shape functions
+
+
+def test_split():
+    x = data((4, 6), I32)
+    a = vnp.asarray(x)
+    for got, want in zip(vnp.split(a, 2), np.split(x, 2)):
+        check(got, want)
+    parts = vnp.split(a, [1, 4], axis=1)
+    assert len(parts) == 3
+    for got, want in zip(parts, np.split(x, [1, 4], axis=1)):
+        check(got, want)
+    for got, want in zip(vnp.split(a, [2, 2], axis=-1), np.split(x, [2, 2], axis=-1)):
+        check(got, want)                     # an empty middle part
+    with pytest.raises(ValueError, match="equal"):
+        vnp.split(a, 4, axis=1)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_stack(axis):
+    xs = [data((2, 3)) for _ in range(3)]
+    check(vnp.stack([vnp.asarray(x) for x in xs], axis=axis), np.stack(xs, axis=axis))
+
+
+def test_concatenate():
+    a, b, c = data((2, 3), I32), data((1, 3), F32), data((4, 3), I32)
+    got = vnp.concatenate([vnp.asarray(a), vnp.asarray(b), vnp.asarray(c)])
+    check(got, np.concatenate([a, b, c]).astype(F64), F32)         # dtypes promote
+    check(vnp.concatenate([vnp.asarray(a.T), vnp.asarray(c.T)], axis=-1),
+          np.concatenate([a.T, c.T], axis=-1))
+    check(vnp.concatenate([vnp.asarray(a)]), a)
+
+
+def test_take():
+    x = data((3, 5))
+    a = vnp.asarray(x)
+    check(vnp.take(a, [4, 0, 7]), np.take(x, [4, 0, 7]))
+    check(vnp.take(a, vnp.asarray([1, -1]), axis=1), np.take(x, [1, -1], axis=1))
+    check(vnp.take(a, np.array([[2, 0], [1, 1]]), axis=0), np.take(x, [[2, 0], [1, 1]], axis=0))
+    check(vnp.take(a, 2, axis=1), np.take(x, 2, axis=1))
+
+
+@pytest.mark.parametrize("pad_width, kw", [
+    (1, {}), (((1, 2), (0, 3)), {}), ((2, 1), {"constant_values": 5}),
+    (((0, 0), (1, 1)), {"constant_values": -1.5}),
+])
+def test_pad(pad_width, kw):
+    x = data((2, 3))
+    check(vnp.pad(vnp.asarray(x), pad_width, **kw), np.pad(x, pad_width, **kw))
+    xi = data((2, 3), I32)
+    if "constant_values" not in kw or float(kw["constant_values"]).is_integer():
+        check(vnp.pad(vnp.asarray(xi), pad_width, **kw), np.pad(xi, pad_width, **kw))
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2)])
+def test_flip(axis):
+    x = data((2, 3, 4), I32)
+    check(vnp.flip(vnp.asarray(x), axis), np.flip(x, axis))
+
+
+def test_squeeze_expand_dims():
+    x = data((1, 3, 1, 2))
+    a = vnp.asarray(x)
+    check(vnp.squeeze(a), np.squeeze(x))
+    check(vnp.squeeze(a, 2), np.squeeze(x, 2))
+    check(vnp.squeeze(a, (0, -2)), np.squeeze(x, (0, -2)))
+    check(a.squeeze(0), x.squeeze(0))
+    y = data((3, 2))
+    b = vnp.asarray(y)
+    check(vnp.expand_dims(b, 0), np.expand_dims(y, 0))
+    check(vnp.expand_dims(b, -1), np.expand_dims(y, -1))
+    check(vnp.expand_dims(b, (0, 3)), np.expand_dims(y, (0, 3)))
+    check(vnp.expand_dims(b, (1, -1)), np.expand_dims(y, (1, -1)))
+
+
+def test_broadcast_to():
+    x = data((3, 1))
+    check(vnp.broadcast_to(vnp.asarray(x), (2, 3, 4)), np.broadcast_to(x, (2, 3, 4)))
+    check(vnp.broadcast_to(vnp.asarray(2.0), 3), np.broadcast_to(np.float32(2.0), 3))
+    p, q = vnp.broadcast_arrays(vnp.asarray(x), vnp.ones(4))
+    assert p.shape == q.shape == (3, 4)
+
+
+def test_where():
+    c, x, y = data((2, 3), B), data((2, 3)), data((3,), F64)
+    C, X, Y = vnp.asarray(c), vnp.asarray(x), vnp.asarray(y)
+    check(vnp.where(C, X, Y), np.where(c, x.astype(F64), y), F64)
+    check(vnp.where(C, X, 0), np.where(c, x, 0), F32)
+    check(vnp.where(C, 1, 2.5), np.where(c, 1, 2.5), F32)
+    check(vnp.where(C, 1, 2), np.where(c, 1, 2), I32)
+    check(vnp.where(X > 0, X, -X), np.abs(x), F32)
+
+
+def test_clip():
+    x = data((6,), F32, -3, 3)
+    a = vnp.asarray(x)
+    check(vnp.clip(a, -1.0, 1.0), np.clip(x, -1, 1))
+    check(vnp.clip(a, 0.5), np.clip(x, 0.5, None))
+    check(vnp.clip(a, None, 0), np.clip(x, None, 0))
+    xi = data((6,), I32, -3, 3)
+    check(vnp.clip(vnp.asarray(xi), -1, 2), np.clip(xi, -1, 2), I32)
+
+
+def test_isnan_isfinite():
+    x = np.array([0.0, np.nan, np.inf, -np.inf, -1.5], F32)
+    a = vnp.asarray(x)
+    check(vnp.isnan(a), np.isnan(x))
+    check(vnp.isfinite(a), np.isfinite(x))
+    check(vnp.isnan(vnp.asarray(x.astype(F64))), np.isnan(x))
+    check(vnp.isfinite(vnp.asarray(x.astype(F64))), np.isfinite(x))
+    check(vnp.isnan(vnp.asarray([1, 2])), np.array([False, False]))
+    check(vnp.isfinite(vnp.asarray([1, 2])), np.array([True, True]))
+
+
+# --------------------------------------------------------------------------- math functions
+
+
+@pytest.mark.parametrize("name, lo, hi", [
+    ("exp", -3, 3), ("log", 0.1, 4), ("log1p", -0.5, 2), ("expm1", -2, 2), ("sqrt", 0, 4),
+    ("reciprocal", 0.5, 3), ("tanh", -3, 3), ("sin", -4, 4), ("cos", -4, 4), ("abs", -2, 2),
+    ("sign", -2, 2), ("negative", -2, 2),
+])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_unary_math(name, lo, hi, dtype):
+    x = data((7,), dtype, lo, hi)
+    rtol = 1e-12 if dtype == F64 else 2e-6
+    check(getattr(vnp, name)(vnp.asarray(x)), getattr(np, name)(x.astype(F64)), dtype,
+          rtol=rtol, atol=1e-12 if dtype == F64 else 1e-6)
+
+
+def test_erf_erfc():
+    x = np.array([-2.0, -0.3, 0.0, 0.7, 3.0])
+    want_erf = np.array([math.erf(v) for v in x])
+    check(vnp.erf(vnp.asarray(x, F64)), want_erf, F64)
+    check(vnp.erfc(vnp.asarray(x, F32)), 1 - want_erf, F32)
+
+
+def test_maximum_minimum():
+    x, y = data((3, 4)), data((4,))
+    check(vnp.maximum(vnp.asarray(x), vnp.asarray(y)), np.maximum(x, y))
+    check(vnp.minimum(vnp.asarray(x), 0), np.minimum(x, 0))
+    n = np.array([np.nan, 1.0], F32)
+    check(vnp.maximum(vnp.asarray(n), 0.0), np.maximum(n, 0.0))   # nan propagates
+
+
+def test_matmul_and_dot():
+    a, b = data((2, 3, 4), F64), data((4, 5), F64)
+    check(vnp.matmul(vnp.asarray(a), vnp.asarray(b)), a @ b, F64)
+    v = data((4,), F64)
+    check(vnp.matmul(vnp.asarray(a), vnp.asarray(v)), a @ v, F64)
+    check(vnp.matmul(vnp.asarray(v), vnp.asarray(b)), v @ b, F64)
+    check(vnp.dot(vnp.asarray(v), vnp.asarray(v)), v @ v, F64)
+    check(vnp.dot(vnp.asarray(b.T), vnp.asarray(v)), b.T @ v, F64)
+    check(vnp.dot(vnp.asarray(2.0), vnp.asarray(v)), 2.0 * v, F64)
+    i, j = data((3, 2), I32), data((2, 2), I32)
+    check(vnp.asarray(i) @ vnp.asarray(j), i @ j, I32)

@@ -1,0 +1,407 @@
+"""The differentiation transforms users call: grad, value_and_grad, vjp, jvp, jacrev,
+jacfwd, hessian, stop_gradient, no_grad, checkpoint/remat, custom_vjp.
+
+Each traces the function to a Graph, applies `transforms.grad.backward` (a graph to
+graph transform), simplifies, and calls the result: run on the device when called on
+concrete arrays, inlined into the enclosing trace when called inside another transform.
+So nesting needs nothing special: `grad(grad(f))` traces a function that contains grad.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import numpy as vnp
+from .array import Array, bind
+from .jit import call_graph, trace_flat
+from .trace import dtypes as dt
+from .trace import tracer
+from .trace.dtypes import DTypeError
+from .trace.graph import Graph, Node
+from .trace.ops import OpKind
+from .transforms import checkpoint as _ckpt
+from .transforms.expr import E, full, op as eop, reshape as ereshape
+from .transforms.grad import backward, seed_ones
+from .transforms.simplify import simplify
+from .tree_util import tree_flatten, tree_map, tree_unflatten
+
+
+def _argnums(argnums, nargs: int, name: str) -> tuple[int, ...]:
+    t = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in t:
+        if not -nargs <= a < nargs:
+            raise ValueError(f"{name}: argnums {argnums} out of range for {nargs} positional arguments")
+    return tuple(a % nargs for a in t)
+
+
+def _arg_slices(args: Sequence) -> list[tuple[int, int, Any]]:
+    """(start, stop, treedef) of each positional argument's leaves in the flat list."""
+    out, pos = [], 0
+    for a in args:
+        leaves, td = tree_flatten(a)
+        out.append((pos, pos + len(leaves), td))
+        pos += len(leaves)
+    return out
+
+
+def _check_float_inputs(name: str, nodes: Sequence[Node]) -> None:
+    for n in nodes:
+        if not dt.is_float(n.dtype):
+            raise DTypeError(f"{name}: cannot differentiate with respect to a {n.dtype} input of shape "
+                             f"{n.shape}; use float32/float64 inputs (integer or bool arguments "
+                             f"can be passed through a position not in argnums)")
+
+
+def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """A function returning (f(*args), gradient of f with respect to args[argnums]).
+
+    f must return a float scalar (or (scalar, aux) with has_aux=True).
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> v, g = vkml.value_and_grad(lambda x: (x ** 2).sum())(vnp.asarray([1.0, 2.0]))
+    >>> float(v), g.numpy().tolist()
+    (5.0, [2.0, 4.0])
+    """
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        if kwargs:
+            fn = lambda *a: f(*a, **kwargs)  # noqa: E731
+        else:
+            fn = f
+        nums = _argnums(argnums, len(args), "grad")
+        graph, out_tree, captured, leaves = trace_flat(fn, args)
+        if has_aux:
+            if out_tree.kind is not tuple or len(out_tree.children) != 2:
+                raise TypeError("grad(has_aux=True): f must return a pair (output, aux)")
+            n_main = out_tree.children[0].num_leaves
+        else:
+            n_main = out_tree.num_leaves
+        if n_main != 1:
+            raise TypeError(f"grad: f must return a single scalar array, got a pytree with {n_main} leaves")
+        root = graph.outputs[0]
+        if root.shape != ():
+            raise TypeError(f"grad: f must return a scalar (shape ()), got shape {root.shape}; use "
+                            f"vkml.vjp or vkml.jacrev for non-scalar outputs, or reduce with .sum()")
+        if not dt.is_float(root.dtype):
+            raise DTypeError(f"grad: f returned dtype {root.dtype}; only float outputs have gradients")
+        sl = _arg_slices(args)
+        wrt = [graph.inputs[i] for a in nums for i in range(sl[a][0], sl[a][1])]
+        _check_float_inputs("grad", wrt)
+        grads = backward([root], [seed_ones(root)], wrt)
+        g = simplify(Graph(graph.inputs, list(graph.outputs) + grads))
+        res = call_graph(g, leaves + captured)
+        outs, gl = res[:len(graph.outputs)], res[len(graph.outputs):]
+        value = tree_unflatten(out_tree, outs)
+        per_arg, pos = [], 0
+        for a in nums:
+            n = sl[a][1] - sl[a][0]
+            per_arg.append(tree_unflatten(sl[a][2], gl[pos:pos + n]))
+            pos += n
+        gout = per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
+        return (value, gout)
+    return wrapped
+
+
+def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of a scalar function (pytrees in, same structure out).
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> vkml.grad(lambda x: vnp.sin(x).sum())(vnp.zeros(2)).numpy().tolist()
+    [1.0, 1.0]
+    >>> float(vkml.grad(vkml.grad(lambda x: x ** 3))(vnp.asarray(2.0)))  # 6x
+    12.0
+    """
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        (v, g) = vg(*args, **kwargs)
+        return (g, v[1]) if has_aux else g
+    return wrapped
+
+
+def vjp(f: Callable, *primals, has_aux: bool = False):
+    """(f(*primals), vjp_fn) where vjp_fn(cotangent) gives one cotangent per primal.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> y, back = vkml.vjp(lambda x: x * 3.0, vnp.ones(2))
+    >>> back(vnp.asarray([1.0, 2.0]))[0].numpy().tolist()
+    [3.0, 6.0]
+    """
+    graph, out_tree, captured, leaves = trace_flat(f, primals)
+    n_main = out_tree.children[0].num_leaves if has_aux else out_tree.num_leaves
+    outs = call_graph(simplify(graph), leaves + captured)
+    sl = _arg_slices(primals)
+    n_primal = sl[-1][1] if sl else 0
+    wrt = list(graph.inputs[:n_primal])
+    main_tree = out_tree.children[0] if has_aux else out_tree
+
+    def vjp_fn(ct):
+        ct_leaves, ct_tree = tree_flatten(ct)
+        if ct_tree != main_tree:
+            raise ValueError(f"vjp: cotangent structure {ct_tree} does not match the output {main_tree}")
+        roots = list(graph.outputs[:n_main])
+        seeds, seed_inputs = [], []
+        for k, (r, c) in enumerate(zip(roots, ct_leaves)):
+            c = vnp.asarray(c)
+            if c.shape != r.shape:
+                raise ValueError(f"vjp: cotangent {k} has shape {c.shape}, output has {r.shape}")
+            s = Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype,
+                                        "index": len(graph.inputs) + k})
+            seed_inputs.append((s, c.astype(r.dtype)))
+            seeds.append(s)
+        float_roots = [(r, s) for r, s in zip(roots, seeds) if dt.is_float(r.dtype)]
+        _check_float_inputs("vjp", [w for w in wrt])
+        grads = backward([r for r, _ in float_roots], [s for _, s in float_roots], wrt)
+        g = simplify(Graph(list(graph.inputs) + seeds, grads))
+        res = call_graph(g, leaves + captured + [c for _, c in seed_inputs])
+        return tuple(tree_unflatten(sl[i][2], res[sl[i][0]:sl[i][1]]) for i in range(len(primals)))
+
+    out = tree_unflatten(out_tree, outs)
+    if has_aux:
+        return out[0], vjp_fn, out[1]
+    return out, vjp_fn
+
+
+def _jvp_graph(graph: Graph, n_primal: int, n_out: int):
+    """(graph computing outputs and J @ tangents, tangent inputs) via the transpose of the
+    vjp: the vjp is linear in its cotangent u, so differentiating <vjp(u), t> by u gives J t.
+    """
+    wrt = list(graph.inputs[:n_primal])
+    roots = list(graph.outputs[:n_out])
+    base = len(graph.inputs)
+    us = [Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype, "index": base + k})
+          for k, r in enumerate(roots)]
+    ts = [Node(OpKind.Input, (), {"shape": w.shape, "dtype": w.dtype, "index": base + len(us) + k})
+          for k, w in enumerate(wrt)]
+    float_out = [k for k, r in enumerate(roots) if dt.is_float(r.dtype)]
+    g1 = backward([roots[k] for k in float_out], [us[k] for k in float_out], wrt)
+    jt = backward(g1, ts, [us[k] for k in float_out])
+    tangents, it = [], iter(jt)
+    for k, r in enumerate(roots):
+        tangents.append(next(it) if k in float_out else full(r.shape, 0, r.dtype).n)
+    return Graph(list(graph.inputs) + us + ts, roots + tangents), us, ts
+
+
+def jvp(f: Callable, primals: Sequence, tangents: Sequence):
+    """(f(*primals), J(primals) @ tangents), exactly (transpose of the vjp).
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> y, t = vkml.jvp(lambda x: x * x, (vnp.asarray(3.0),), (vnp.asarray(1.0),))
+    >>> float(y), float(t)
+    (9.0, 6.0)
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    graph, out_tree, captured, leaves = trace_flat(f, primals)
+    t_leaves, t_tree = tree_flatten(list(tangents))
+    p_tree = tree_flatten(list(primals))[1]
+    if t_tree != p_tree:
+        raise ValueError(f"jvp: tangent structure {t_tree} does not match primals {p_tree}")
+    n_primal = len(leaves)
+    t_arr = []
+    for p, t in zip(leaves, t_leaves):
+        t = vnp.asarray(t)
+        if t.shape != p.shape:
+            raise ValueError(f"jvp: tangent shape {t.shape} does not match primal shape {p.shape}")
+        t_arr.append(t.astype(p.dtype))
+    _check_float_inputs("jvp", graph.inputs[:n_primal])
+    g, us, ts = _jvp_graph(graph, n_primal, len(graph.outputs))
+    us_vals = [vnp.zeros(u.shape, u.dtype) for u in us]
+    res = call_graph(simplify(g), leaves + captured + us_vals + t_arr)
+    n = len(graph.outputs)
+    return tree_unflatten(out_tree, res[:n]), tree_unflatten(out_tree, res[n:])
+
+
+def _onehot(size: int, i: int, dtype) -> Node:
+    """A flat one-hot row made on the device (Arange == i)."""
+    ar = eop(OpKind.Arange, n=size, start=0, step=1, dtype=dt.int32)
+    return eop(OpKind.Cast, eop(OpKind.Equal, ar, full((), i, dt.int32)), dtype=np.dtype(dtype)).n
+
+
+def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The Jacobian by reverse mode: one vjp row per output element, all in one graph.
+
+    Result leaves have shape out.shape + in.shape (JAX's layout).
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> vkml.jacrev(lambda x: x * 2.0)(vnp.ones(2)).numpy().tolist()
+    [[2.0, 0.0], [0.0, 2.0]]
+    """
+    def wrapped(*args):
+        nums = _argnums(argnums, len(args), "jacrev")
+        graph, out_tree, captured, leaves = trace_flat(f, args)
+        n_main = out_tree.children[0].num_leaves if has_aux else out_tree.num_leaves
+        sl = _arg_slices(args)
+        wrt = [graph.inputs[i] for a in nums for i in range(sl[a][0], sl[a][1])]
+        _check_float_inputs("jacrev", wrt)
+        outs = list(graph.outputs)
+        jac_nodes = []          # per output leaf, per wrt leaf
+        for r in outs[:n_main]:
+            if not dt.is_float(r.dtype):
+                raise DTypeError(f"jacrev: output of dtype {r.dtype} has no Jacobian")
+            rows = [backward([r], [ereshape(E(_onehot(r.size, i, r.dtype)), r.shape).n], wrt)
+                    for i in range(r.size)]
+            per_w = []
+            for k, w in enumerate(wrt):
+                if r.size == 0:
+                    per_w.append(full(r.shape + w.shape, 0, w.dtype).n)
+                    continue
+                parts = [ereshape(E(row[k]), (1,) + w.shape).n for row in rows]
+                cat = parts[0] if len(parts) == 1 else Node(OpKind.Concat, parts, {"axis": 0})
+                per_w.append(ereshape(E(cat), r.shape + w.shape).n)
+            jac_nodes.append(per_w)
+        flat = [n for per_w in jac_nodes for n in per_w]
+        g = simplify(Graph(graph.inputs, outs + flat))
+        res = call_graph(g, leaves + captured)
+        vals, jl = res[:len(outs)], res[len(outs):]
+        nw = len(wrt)
+        per_out = []
+        for j in range(n_main):
+            row = jl[j * nw:(j + 1) * nw]
+            per_arg, pos = [], 0
+            for a in nums:
+                n = sl[a][1] - sl[a][0]
+                per_arg.append(tree_unflatten(sl[a][2], row[pos:pos + n]))
+                pos += n
+            per_out.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+        main_tree = out_tree.children[0] if has_aux else out_tree
+        jac = tree_unflatten(main_tree, per_out)
+        if has_aux:
+            return jac, tree_unflatten(out_tree, vals)[1]
+        return jac
+    return wrapped
+
+
+def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Jacobian by forward mode: one jvp column per input element, all in one graph.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> vkml.jacfwd(lambda x: x * x)(vnp.asarray([1.0, 2.0])).numpy().tolist()
+    [[2.0, 0.0], [0.0, 4.0]]
+    """
+    def wrapped(*args):
+        nums = _argnums(argnums, len(args), "jacfwd")
+        sl = _arg_slices(args)
+        diff = [i for a in nums for i in range(sl[a][0], sl[a][1])]
+        graph, out_tree, captured, leaves = trace_flat(f, args)
+        _check_float_inputs("jacfwd", [graph.inputs[i] for i in diff])
+        wrt = [graph.inputs[i] for i in diff]
+        roots = list(graph.outputs)
+        for r in roots:
+            if not dt.is_float(r.dtype):
+                raise DTypeError(f"jacfwd: output of dtype {r.dtype} has no Jacobian")
+        base = len(graph.inputs)
+        us = [Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype, "index": base + k})
+              for k, r in enumerate(roots)]
+        g1 = backward(roots, us, wrt)          # linear in us
+        cols_per_w = []
+        for k, w in enumerate(wrt):
+            cols = []
+            for i in range(w.size):
+                t = [ereshape(E(_onehot(w.size, i, w.dtype)), w.shape).n if j == k
+                     else full(wj.shape, 0, wj.dtype).n for j, wj in enumerate(wrt)]
+                cols.append(backward(g1, t, us))   # J e_i for every output
+            cols_per_w.append(cols)
+        flat = []
+        for oi, r in enumerate(roots):
+            for k, w in enumerate(wrt):
+                cols = cols_per_w[k]
+                if w.size == 0 or r.size == 0:
+                    flat.append(full(r.shape + w.shape, 0, r.dtype).n)
+                    continue
+                parts = [ereshape(E(c[oi]), r.shape + (1,)).n for c in cols]
+                cat = parts[0] if len(parts) == 1 else Node(OpKind.Concat, parts, {"axis": len(r.shape)})
+                flat.append(ereshape(E(cat), r.shape + w.shape).n)
+        g = simplify(Graph(list(graph.inputs) + us, flat))
+        res = call_graph(g, leaves + captured + [vnp.zeros(u.shape, u.dtype) for u in us])
+        nw = len(wrt)
+        per_out = []
+        for oi in range(len(roots)):
+            row = res[oi * nw:(oi + 1) * nw]
+            per_arg, pos = [], 0
+            for a in nums:
+                n = sl[a][1] - sl[a][0]
+                per_arg.append(tree_unflatten(sl[a][2], row[pos:pos + n]))
+                pos += n
+            per_out.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+        return tree_unflatten(out_tree, per_out)
+    return wrapped
+
+
+def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """jacfwd(jacrev(f)): the matrix of second derivatives.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> vkml.hessian(lambda x: (x ** 3).sum())(vnp.asarray([1.0, 2.0])).numpy().tolist()
+    [[6.0, 0.0], [0.0, 12.0]]
+    """
+    return jacfwd(jacrev(f, argnums), argnums)
+
+
+def stop_gradient(x: Any) -> Any:
+    """The same values with no gradient flowing back (pytrees map leafwise).
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> float(vkml.grad(lambda x: x * vkml.stop_gradient(x))(vnp.asarray(3.0)))
+    3.0
+    """
+    def one(a):
+        a = vnp.asarray(a)
+        return bind(OpKind.StopGradient, [a]) if dt.is_float(a.dtype) else a
+    return tree_map(one, x)
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Record no gradient path for the operations in this scope.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> def f(x):
+    ...     with vkml.no_grad():
+    ...         c = x * 2.0
+    ...     return (c * x).sum()
+    >>> vkml.grad(f)(vnp.asarray([1.0])).numpy().tolist()
+    [2.0]
+    """
+    old = tracer.set_grad_enabled(False)
+    try:
+        yield
+    finally:
+        tracer.set_grad_enabled(old)
+
+
+def checkpoint(f: Callable, policy: str = "nothing_saveable", prevent_cse: bool = True,
+               static_argnums: Sequence[int] = ()) -> Callable:
+    """Same values and gradients as f; the backward pass recomputes f's intermediates
+    instead of keeping them alive. policy: "nothing_saveable" (default), "dots_saveable"
+    (keep matmul outputs) or "everything_saveable".
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> layer = vkml.checkpoint(lambda x: vnp.tanh(vnp.tanh(x)))
+    >>> vkml.grad(lambda x: layer(x).sum())(vnp.zeros(2)).numpy().tolist()
+    [1.0, 1.0]
+    """
+    if isinstance(policy, str):
+        _ckpt.Region.new(policy)  # validates the name now, not at first call
+
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        t = tracer.current()
+        if t is None:
+            return f(*args, **kwargs)
+        region = _ckpt.Region.new(policy)
+        old = t.tag
+        t.tag = region
+        try:
+            return f(*args, **kwargs)
+        finally:
+            t.tag = old
+    return wrapped
+
+
+remat = checkpoint

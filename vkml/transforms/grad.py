@@ -1,0 +1,87 @@
+"""Reverse mode as a graph transform: the walk of autograd-semantics.txt.
+
+Order the subgraph reachable from the roots; seed the roots; walk it backwards so that a
+node's cotangent is complete (every consumer has contributed) before its rule runs;
+accumulate fan-out by addition; leaves receive and do not propagate. Every node the walk
+appends is an ordinary forward operator, so the result can itself be differentiated.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..trace import dtypes as dt
+from ..trace.dtypes import DTypeError
+from ..trace.graph import Node, toposort
+from ..trace.ops import SPECS, Grad, OpKind
+from . import checkpoint as _ckpt
+from .expr import E, full
+from .rules import RULES
+
+
+class NoGradientRule(NotImplementedError):
+    """Differentiation reached an operator without a gradient rule."""
+
+
+def _requires(order: list[Node], wrt_ids: set[int]) -> set[int]:
+    """Float nodes that depend on a node being differentiated."""
+    req = set()
+    for n in order:
+        if not dt.is_float(n.dtype):
+            continue
+        if n.id in wrt_ids or any(i.id in req for i in n.inputs):
+            req.add(n.id)
+    return req
+
+
+def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]) -> list[Node]:
+    """Cotangents of sum_k <seeds[k], roots[k]> with respect to each node of wrt.
+
+    Unused wrt nodes get zeros of their shape. Raises DTypeError for non-float roots or
+    wrt nodes, NoGradientRule naming the operator when the walk meets one without a rule.
+    """
+    for r, s in zip(roots, seeds):
+        if not dt.is_float(r.dtype):
+            raise DTypeError(f"grad: the differentiated output has dtype {r.dtype}; only float32 "
+                             f"and float64 outputs have gradients")
+        if s.shape != r.shape or s.dtype != r.dtype:
+            raise ValueError(f"grad: seed {s.dtype}{list(s.shape)} does not match output "
+                             f"{r.dtype}{list(r.shape)}")
+    for w in wrt:
+        if not dt.is_float(w.dtype):
+            raise DTypeError(f"grad: cannot differentiate with respect to a {w.dtype} input of shape "
+                             f"{w.shape}; only float32/float64 inputs have gradients (pass "
+                             f"integer data through a non-differentiated argument)")
+    order = toposort(roots)
+    wrt_ids = {w.id for w in wrt}
+    req = _requires(order, wrt_ids)
+    ct: dict[int, E] = {}
+
+    def give(node: Node, c: E) -> None:
+        if c.shape != node.shape:
+            raise AssertionError(f"rule for a consumer of {node} produced shape {c.shape}")
+        ct[node.id] = c if node.id not in ct else ct[node.id] + c
+
+    for r, s in zip(roots, seeds):
+        if r.id in req:
+            give(r, E(s))
+    for n in reversed(order):
+        g = ct.get(n.id)
+        if g is None or n.id in wrt_ids and n.op is OpKind.Input:
+            continue
+        if not n.inputs or not any(i.id in req for i in n.inputs):
+            continue
+        sp = SPECS[n.op]
+        if sp.grad is not Grad.RULE:
+            raise NoGradientRule(f"{sp.name} has no gradient rule ({sp.grad.value}); "
+                                 f"differentiation reached it from the output. Wrap its input in "
+                                 f"vkml.stop_gradient if no gradient should flow through it.")
+        outs = RULES[n.op](n, g, *[E(i) for i in n.inputs])
+        for inp, c in zip(n.inputs, outs):
+            if c is not None and inp.id in req:
+                give(inp, c)
+    result = [ct[w.id].n if w.id in ct else full(w.shape, 0, w.dtype).n for w in wrt]
+    return _ckpt.rematerialize({n.id for n in order}, result)
+
+
+def seed_ones(root: Node) -> Node:
+    return full(root.shape, 1, root.dtype).n

@@ -1,0 +1,232 @@
+"""IndexSelect and ScatterAdd: gathers along one axis, and their deterministic adjoint.
+
+Both view their operands as (outer, n, inner) around the indexed axis. An index is
+normalised the same way in every kernel (negative wraps once, then clamps to [0, n-1],
+as JAX does for gathers), so ScatterAdd is exactly the adjoint of IndexSelect.
+
+ScatterAdd never uses float atomics: each output element gathers its contributions in
+index order j = 0, 1, ..., so results are bitwise reproducible. For short index arrays it
+simply scans all of them; for long ones it first sorts (destination, j) pairs with a
+stable merge sort in scratch memory and finds each destination's run by binary search,
+so the cost is proportional to the number of contributions, not positions x len(idx).
+Both paths add in the same order, so they give bitwise the same result.
+"""
+from __future__ import annotations
+
+from ...trace import dtypes as dt
+from ...trace.ops import OpKind
+from ..kernels import binding
+from ..memory import ALIGN
+from .fill import fill_view
+
+# Above this many indices ScatterAdd sorts them first (a few extra dispatches) instead of
+# letting every output element scan the whole index array.
+SORT_MIN = 64
+
+# GLSL: the normalised index (wrap negatives once, clamp into [0, n-1]).
+_NORM = """
+int norm_index(int k, int n) {
+  if (k < 0) k += n;
+  return clamp(k, 0, n - 1);
+}
+"""
+
+_SELECT = """{decl}{norm}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;
+  int m = meta[1], n = meta[2], inner = meta[3];
+  int o = int(gi);
+  int i = o % inner;
+  int j = (o / inner) % m;
+  int b = o / (inner * m);
+  int k = norm_index(idx[j], n);
+  dst[o] = src[(b * n + k) * inner + i];
+}}
+"""
+
+_SCAN = """{decl}{norm}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;
+  int m = meta[1], size = meta[2], inner = meta[3];
+  int o = int(gi);
+  int i = o % inner;
+  int p = (o / inner) % size;
+  int b = o / (inner * size);
+  {T} acc = {T}(0);
+  for (int j = 0; j < m; ++j) {{
+    if (norm_index(idx[j], size) == p) acc += src[(b * m + j) * inner + i];
+  }}
+  dst[o] = acc;
+}}
+"""
+
+# (destination, j) pairs in index order: runs of length 1 for the merge sort.
+_PAIRS = """{decl}{norm}
+void main() {{
+  uint gi = gidx();
+  int m = meta[0], size = meta[1];
+  if (gi >= uint(m)) return;
+  int j = int(gi);
+  pairs[j] = ivec2(norm_index(idx[j], size), j);
+}}
+"""
+
+# One bottom-up merge pass: runs of width w pairwise into runs of 2w. Each element finds
+# its place by binary search in the partner run; ties go left-run first, so the sort is
+# stable and equal destinations keep increasing j.
+_MERGE = """{decl}
+// first position in [lo, hi) whose key is > key (strict) or >= key, by `upper`
+int bound(int lo, int hi, int key, bool upper) {{
+  while (lo < hi) {{
+    int mid = (lo + hi) >> 1;
+    int k = src[mid].x;
+    if (k < key || (upper && k == key)) lo = mid + 1; else hi = mid;
+  }}
+  return lo;
+}}
+void main() {{
+  uint gi = gidx();
+  int m = meta[0], w = meta[1];
+  if (gi >= uint(m)) return;
+  int i = int(gi);
+  ivec2 e = src[i];
+  int run = i / w;
+  int s = run * w;
+  int base = (run & ~1) * w;
+  int pos;
+  if ((run & 1) == 0) {{
+    int b0 = s + w, b1 = min(s + 2 * w, m);
+    pos = b0 < m ? base + (i - s) + (bound(b0, b1, e.x, false) - b0) : i;
+  }} else {{
+    int a0 = s - w;
+    pos = base + (i - s) + (bound(a0, s, e.x, true) - a0);
+  }}
+  dst[pos] = e;
+}}
+"""
+
+# starts[p] = first sorted position with destination >= p, for p in [0, size].
+_STARTS = """{decl}
+void main() {{
+  uint gi = gidx();
+  int m = meta[0], size = meta[1];
+  if (gi > uint(size)) return;
+  int p = int(gi);
+  int lo = 0, hi = m;
+  while (lo < hi) {{
+    int mid = (lo + hi) >> 1;
+    if (pairs[mid].x < p) lo = mid + 1; else hi = mid;
+  }}
+  starts[p] = lo;
+}}
+"""
+
+_GATHER = """{decl}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;
+  int m = meta[1], size = meta[2], inner = meta[3];
+  int o = int(gi);
+  int i = o % inner;
+  int p = (o / inner) % size;
+  int b = o / (inner * size);
+  {T} acc = {T}(0);
+  for (int t = starts[p]; t < starts[p + 1]; ++t) acc += src[(b * m + pairs[t].y) * inner + i];
+  dst[o] = acc;
+}}
+"""
+
+
+def _split(shape: tuple, axis: int) -> tuple[int, int]:
+    """(outer, inner) element counts around axis."""
+    outer = inner = 1
+    for d in shape[:axis]:
+        outer *= d
+    for d in shape[axis + 1:]:
+        inner *= d
+    return outer, inner
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _scratch_layout(m: int, size: int) -> tuple[int, int, int]:
+    """Byte offsets of the two pair buffers and the run starts, and the total."""
+    pairs = _align(8 * m)
+    return pairs, 2 * pairs, 2 * pairs + 4 * (size + 1)
+
+
+def scratch_bytes(node) -> int:
+    """ScatterAdd with many indices needs room to sort (destination, j) pairs.
+
+    >>> # m = 1000 indices into 10 positions: two 8000-byte pair buffers + 11 starts
+    """
+    if node.op is not OpKind.ScatterAdd:
+        return 0
+    m = node.inputs[1].shape[0]
+    if m <= SORT_MIN or node.size == 0:
+        return 0
+    return _scratch_layout(m, node.attrs["size"])[2]
+
+
+def _index_select(node, ins, out, ctx) -> None:
+    x, idx = ins
+    ax = node.attrs["axis"]
+    _, inner = _split(x.shape, ax)
+    T = dt.glsl_type(x.dtype)
+    decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
+            + binding(3, "int", "idx", readonly=True))
+    k = ctx.kernel("IndexSelect", _SELECT.format(decl=decl, norm=_NORM), 3)
+    ctx.dispatch(k, [out.size, idx.shape[0], x.shape[ax], inner], [out, x, idx], threads=out.size)
+
+
+def _scatter_add(node, ins, out, ctx) -> None:
+    src, idx = ins
+    ax, size = node.attrs["axis"], node.attrs["size"]
+    m = idx.shape[0]
+    if m == 0:
+        fill_view(ctx, out, 0)
+        return
+    _, inner = _split(src.shape, ax)
+    T = dt.glsl_type(src.dtype)
+    meta = [out.size, m, size, inner]
+    if m <= SORT_MIN:
+        decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
+                + binding(3, "int", "idx", readonly=True))
+        k = ctx.kernel("ScatterAdd", _SCAN.format(decl=decl, norm=_NORM, T=T), 3)
+        ctx.dispatch(k, meta, [out, src, idx], threads=out.size)
+        return
+    sc = ctx.scratch
+    off_b, off_s, _ = _scratch_layout(m, size)
+    bufs = [sc.sub(0, 8 * m, (m, 2), dt.int32), sc.sub(off_b, 8 * m, (m, 2), dt.int32)]
+    starts = sc.sub(off_s, 4 * (size + 1), (size + 1,), dt.int32)
+
+    decl = binding(1, "ivec2", "pairs") + binding(2, "int", "idx", readonly=True)
+    k = ctx.kernel("ScatterAddPairs", _PAIRS.format(decl=decl, norm=_NORM), 2)
+    ctx.dispatch(k, [m, size], [bufs[0], idx], threads=m)
+    decl = binding(1, "ivec2", "dst") + binding(2, "ivec2", "src", readonly=True)
+    k = ctx.kernel("ScatterAddMerge", _MERGE.format(decl=decl), 2)
+    cur, w = 0, 1
+    while w < m:
+        ctx.dispatch(k, [m, w], [bufs[1 - cur], bufs[cur]], threads=m)
+        cur, w = 1 - cur, 2 * w
+    decl = binding(1, "int", "starts") + binding(2, "ivec2", "pairs", readonly=True)
+    k = ctx.kernel("ScatterAddStarts", _STARTS.format(decl=decl), 2)
+    ctx.dispatch(k, [m, size], [starts, bufs[cur]], threads=size + 1)
+    decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
+            + binding(3, "ivec2", "pairs", readonly=True) + binding(4, "int", "starts", readonly=True))
+    k = ctx.kernel("ScatterAddGather", _GATHER.format(decl=decl, T=T), 4)
+    ctx.dispatch(k, meta, [out, src, bufs[cur], starts], threads=out.size)
+
+
+def lower(node, ins, out, ctx) -> None:
+    """Lower IndexSelect or ScatterAdd to gather dispatches (see the module docstring)."""
+    if node.op is OpKind.IndexSelect:
+        _index_select(node, ins, out, ctx)
+    elif node.op is OpKind.ScatterAdd:
+        _scatter_add(node, ins, out, ctx)
+    else:
+        raise NotImplementedError(f"index family: no lowering for {node.op.value}")

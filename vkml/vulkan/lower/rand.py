@@ -1,0 +1,79 @@
+"""Rand: counter-based random numbers, Philox-4x32-10 keyed by an int32[2] key.
+
+Element i (flat, C order) is drawn from one Philox block with counter
+(i, 0, 0, RAND_DOMAIN) and key (key[0], key[1]); word w0 (and w1 for float64) of the
+output block gives the element:
+
+    int32    w0 reinterpreted as a signed word
+    float32  (w0 >> 8) * 2^-24            24 bits, in [0, 1 - 2^-24]
+    float64  ((w0 >> 11) * 2^32 + w1) * 2^-53   53 bits, in [0, 1 - 2^-53]
+
+Every step is uint arithmetic or an exact power-of-two scaling, so the bits are the same
+on every device. RAND_DOMAIN is the counter's last word: 0 for Rand (so that key 0,
+element 0 reproduces the Random123 known-answer vector); any other kernel that draws
+Philox numbers must use a different domain so its streams never overlap Rand's.
+"""
+from __future__ import annotations
+
+from ...trace import dtypes as dt
+from ..kernels import binding
+
+RAND_DOMAIN = 0
+
+# Philox-4x32 (Salmon et al., SC'11): multipliers and the Weyl key-schedule increments.
+PHILOX_GLSL = """
+const uint PHILOX_M0 = 0xD2511F53u;
+const uint PHILOX_M1 = 0xCD9E8D57u;
+const uvec2 PHILOX_W = uvec2(0x9E3779B9u, 0xBB67AE85u);
+
+uvec4 philox_round(uvec4 c, uvec2 k) {
+  uint hi0, lo0, hi1, lo1;
+  umulExtended(PHILOX_M0, c.x, hi0, lo0);
+  umulExtended(PHILOX_M1, c.z, hi1, lo1);
+  return uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+}
+
+// Ten rounds; the key is bumped between rounds (not before the first).
+uvec4 philox4x32_10(uvec4 c, uvec2 k) {
+  c = philox_round(c, k);
+  for (int r = 1; r < 10; ++r) {
+    k += PHILOX_W;
+    c = philox_round(c, k);
+  }
+  return c;
+}
+"""
+
+_BODY = """{decl}
+{philox}
+void main() {{
+  uint i = gidx();
+  if (i >= uint(meta[0])) return;
+  uvec2 k = uvec2(uint(key[0]), uint(key[1]));
+  uvec4 w = philox4x32_10(uvec4(i, 0u, 0u, uint(meta[1])), k);
+  o[i] = {value};
+}}
+"""
+
+# float32 2^-24 and float64 2^-53 spelled as bit patterns, so no decimal rounding is involved
+_VALUE = {
+    dt.int32: "int(w.x)",
+    dt.float32: "float(w.x >> 8u) * uintBitsToFloat(0x33800000u)",
+    dt.float64: ("(double(w.x >> 11u) * 4294967296.0LF + double(w.y))"
+                 " * packDouble2x32(uvec2(0u, 0x3CA00000u))"),
+}
+
+
+def lower(node, ins, out, ctx) -> None:
+    """Fill `out` with Philox draws keyed by the int32[2] view `ins[0]`.
+
+    >>> # vkml.array.bind(OpKind.Rand, [vkml.random.key(0)], shape=(3,), dtype="float32")
+    """
+    d = node.dtype
+    if d not in _VALUE:
+        raise NotImplementedError(f"Rand: output dtype {d} has no kernel; valid: int32, float32, float64")
+    decl = binding(1, "int", "key", readonly=True) + binding(2, dt.glsl_type(d), "o")
+    body = _BODY.format(decl=decl, philox=PHILOX_GLSL, value=_VALUE[d])
+    k = ctx.kernel(f"Rand_{d.name}", body, 2)
+    n = out.size
+    ctx.dispatch(k, [n, RAND_DOMAIN], [ins[0], out], writes=(1,), threads=n)

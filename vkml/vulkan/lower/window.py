@@ -1,0 +1,189 @@
+"""Sliding-window operators on NCHW: Im2Col, Col2Im, MaxPool2d, MaxPool2dBackward.
+
+Every kernel is one thread per OUTPUT element, so the two adjoints (Col2Im and
+MaxPool2dBackward) are gathers, not scatters: each output pixel walks the kernel offsets
+(ki, kj), solves h = oh*stride - pad + ki*dilation for the window (oh, ow) that would
+place it there, and adds that window's contribution in a fixed order. No atomics, so the
+results are bitwise reproducible.
+
+Window geometry travels in meta ints, in this order (the `_GEOM` prelude names them):
+    total, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW
+"""
+from __future__ import annotations
+
+from ...trace import dtypes as dt
+from ...trace.ops import OpKind
+from ..kernels import binding
+
+_GEOM = """
+  int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5];
+  int KH = meta[6], KW = meta[7], SH = meta[8], SW = meta[9];
+  int PH = meta[10], PW = meta[11], DH = meta[12], DW = meta[13];
+"""
+
+_NEG_INF = {"float": "uintBitsToFloat(0xff800000u)",
+            "double": "packDouble2x32(uvec2(0u, 0xfff00000u))"}
+
+_IM2COL = """{decl}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;{geom}
+  int L = OH * OW, CK = C * KH * KW;
+  int o = int(gi);
+  int col = o % L, row = (o / L) % CK, n = o / (L * CK);
+  int c = row / (KH * KW), ki = (row / KW) % KH, kj = row % KW;
+  int h = (col / OW) * SH - PH + ki * DH;
+  int w = (col % OW) * SW - PW + kj * DW;
+  {T} v = {T}(0);
+  if (h >= 0 && h < H && w >= 0 && w < W) v = x[((n * C + c) * H + h) * W + w];
+  cols[o] = v;
+}}
+"""
+
+# The loop over windows that contain input pixel (h, w) of plane nc, in increasing
+# (oh, ow) order; BODY sees ki, kj, oh, ow.
+_WINDOWS_OF_PIXEL = """
+  for (int ki = KH - 1; ki >= 0; --ki) {
+    int hh = h + PH - ki * DH;
+    if (hh < 0 || hh % SH != 0 || hh / SH >= OH) continue;
+    int oh = hh / SH;
+    for (int kj = KW - 1; kj >= 0; --kj) {
+      int ww = w + PW - kj * DW;
+      if (ww < 0 || ww % SW != 0 || ww / SW >= OW) continue;
+      int ow = ww / SW;
+      BODY
+    }
+  }
+"""
+
+_COL2IM = """{decl}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;{geom}
+  int L = OH * OW;
+  int o = int(gi);
+  int w = o % W, h = (o / W) % H, nc = o / (H * W);
+  {T} acc = {T}(0);
+  {loop}
+  img[o] = acc;
+}}
+"""
+
+# The window's maximum and the offset ki*KW+kj of its first maximum (row-major within the
+# window; a NaN is the maximum and the first NaN wins; padding is skipped, i.e. -inf).
+# arg stays -1 only for a window that lies wholly in the padding.
+_WINDOW_MAX = """
+  int ow = o % OW, oh = (o / OW) % OH, nc = o / (OH * OW);
+  {T} m = {neg_inf};
+  int arg = -1;
+  for (int ki = 0; ki < KH; ++ki) {{
+    int h = oh * SH - PH + ki * DH;
+    if (h < 0 || h >= H) continue;
+    for (int kj = 0; kj < KW; ++kj) {{
+      int w = ow * SW - PW + kj * DW;
+      if (w < 0 || w >= W) continue;
+      {T} v = x[(nc * H + h) * W + w];
+      if (arg < 0 || (!isnan(m) && (v > m || isnan(v)))) {{ m = v; arg = ki * KW + kj; }}
+    }}
+  }}
+"""
+
+_POOL = """{decl}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;{geom}
+  int o = int(gi);{wmax}
+  y[o] = m;
+}}
+"""
+
+_ARGMAX = """{decl}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;{geom}
+  int o = int(gi);{wmax}
+  argm[o] = arg;
+}}
+"""
+
+_POOL_BWD = """{decl}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;{geom}
+  int o = int(gi);
+  int w = o % W, h = (o / W) % H, nc = o / (H * W);
+  {T} acc = {T}(0);
+  {loop}
+  dx[o] = acc;
+}}
+"""
+
+
+def _meta(total: int, x_shape: tuple, out_hw: tuple, attrs: dict) -> list[int]:
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs["stride"]
+    (ph, pw), (dh, dw) = attrs["padding"], attrs["dilation"]
+    _, c, h, w = x_shape
+    return [total, c, h, w, out_hw[0], out_hw[1], kh, kw, sh, sw, ph, pw, dh, dw]
+
+
+def scratch_bytes(node) -> int:
+    """MaxPool2dBackward keeps each window's argmax offset (one int32 per window)."""
+    if node.op is not OpKind.MaxPool2dBackward or node.size == 0:
+        return 0
+    n = 1
+    for d in node.inputs[1].shape:
+        n *= d
+    return 4 * n
+
+
+def lower(node, ins, out, ctx) -> None:
+    """Lower one window operator to gather kernels (one thread per output element)."""
+    op, a = node.op, node.attrs
+    T = dt.glsl_type(node.dtype)
+    if op is OpKind.Im2Col:
+        x = ins[0]
+        kh, kw = a["kernel"]
+        # out is (N, C*kh*kw, OH*OW): recover OH, OW from the input geometry
+        oh, ow = _out_hw(x.shape, a)
+        decl = binding(1, T, "cols") + binding(2, T, "x", readonly=True)
+        k = ctx.kernel("Im2Col", _IM2COL.format(decl=decl, geom=_GEOM, T=T), 2)
+        ctx.dispatch(k, _meta(out.size, x.shape, (oh, ow), a), [out, x], threads=out.size)
+    elif op is OpKind.Col2Im:
+        oh, ow = _out_hw(out.shape, a)
+        decl = binding(1, T, "img") + binding(2, T, "cols", readonly=True)
+        loop = _WINDOWS_OF_PIXEL.replace(
+            "BODY", "acc += cols[((nc * KH + ki) * KW + kj) * L + oh * OW + ow];")
+        k = ctx.kernel("Col2Im", _COL2IM.format(decl=decl, geom=_GEOM, T=T, loop=loop), 2)
+        ctx.dispatch(k, _meta(out.size, out.shape, (oh, ow), a), [out, ins[0]], threads=out.size)
+    elif op is OpKind.MaxPool2d:
+        x = ins[0]
+        wmax = _WINDOW_MAX.format(T=T, neg_inf=_NEG_INF[T])
+        decl = binding(1, T, "y") + binding(2, T, "x", readonly=True)
+        k = ctx.kernel("MaxPool2d", _POOL.format(decl=decl, geom=_GEOM, wmax=wmax), 2)
+        ctx.dispatch(k, _meta(out.size, x.shape, out.shape[2:], a), [out, x], threads=out.size)
+    elif op is OpKind.MaxPool2dBackward:
+        x, g = ins
+        meta_w = _meta(g.size, x.shape, g.shape[2:], a)
+        argm = ctx.scratch.sub(0, 4 * g.size, (g.size,), dt.int32)
+        # pass 1: each window's argmax once, so pass 2 does not redo kh*kw work per visit
+        wmax = _WINDOW_MAX.format(T=T, neg_inf=_NEG_INF[T])
+        decl = binding(1, "int", "argm") + binding(2, T, "x", readonly=True)
+        k = ctx.kernel("MaxPool2dArgmax", _ARGMAX.format(decl=decl, geom=_GEOM, wmax=wmax), 2)
+        ctx.dispatch(k, meta_w, [argm, x], threads=g.size)
+        # pass 2: each input pixel sums g over the windows whose argmax it is
+        loop = _WINDOWS_OF_PIXEL.replace(
+            "BODY", "int wi = (nc * OH + oh) * OW + ow; if (argm[wi] == ki * KW + kj) acc += g[wi];")
+        decl = (binding(1, T, "dx") + binding(2, T, "g", readonly=True)
+                + binding(3, "int", "argm", readonly=True))
+        k = ctx.kernel("MaxPool2dBackward", _POOL_BWD.format(decl=decl, geom=_GEOM, T=T, loop=loop), 3)
+        ctx.dispatch(k, _meta(out.size, x.shape, g.shape[2:], a), [out, g, argm], threads=out.size)
+    else:
+        raise NotImplementedError(f"window family: no lowering for {op.value}")
+
+
+def _out_hw(x_shape: tuple, a: dict) -> tuple[int, int]:
+    """(OH, OW) of the windows over an NCHW shape."""
+    out = []
+    for size, k, s, p, d in zip(x_shape[2:], a["kernel"], a["stride"], a["padding"], a["dilation"]):
+        out.append((size + 2 * p - d * (k - 1) - 1) // s + 1)
+    return out[0], out[1]
