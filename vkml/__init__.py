@@ -5,7 +5,7 @@
 6.0
 """
 from .array import Array, ConcretizationError
-from .autodiff import (checkpoint, grad, hessian, jacfwd, jacrev, jvp, no_grad, remat,
+from .autodiff import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, no_grad, remat,
                        stop_gradient, value_and_grad, vjp)
 from .jit import make_graph
 from .trace.dtypes import DTypeError
@@ -14,7 +14,7 @@ from .trace.tracer import LeakedTracerError
 from .vulkan.device import devices
 from . import tree_util
 
-__all__ = ["checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
+__all__ = ["checkpoint", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
            "stop_gradient", "value_and_grad", "vjp", "Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
            "devices", "make_graph", "tree_util"]
 __version__ = "0.1.0"

@@ -405,3 +405,95 @@ def checkpoint(f: Callable, policy: str = "nothing_saveable", prevent_cse: bool 
 
 
 remat = checkpoint
+
+
+class custom_vjp:
+    """A function with a user-defined reverse-mode rule (JAX's interface).
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> @vkml.custom_vjp
+    ... def clip_grad(x):
+    ...     return x
+    >>> clip_grad.defvjp(lambda x: (x, None), lambda res, g: (vnp.clip(g, -1.0, 1.0),))
+    >>> vkml.grad(lambda x: (clip_grad(x) * 5.0).sum())(vnp.ones(2)).numpy().tolist()
+    [1.0, 1.0]
+
+    `fwd(*args)` returns (output, residuals); `bwd(residuals, output_cotangent)` returns a
+    tuple with one cotangent (pytree, or None for zero) per argument. bwd must not close
+    over traced values: pass what it needs as residuals. Differentiating a function that
+    calls this one again (second order) differentiates bwd and, through the residuals, fwd.
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd = self.bwd = None
+        if nondiff_argnums:
+            raise NotImplementedError("custom_vjp: nondiff_argnums is not supported; close over "
+                                      "non-differentiable values instead")
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args):
+        if self.fwd is None:
+            raise TypeError(f"custom_vjp {self.__name__}: call defvjp(fwd, bwd) before using it")
+        t = tracer.current()
+        if t is None:
+            return self.fun(*args)
+        from .jit import inline
+        from .transforms.custom import CustomRecord, CustomTag, inline_nodes
+        fwd_graph, out_tree, captured, leaves = trace_flat(lambda *a: self.fwd(*a), args)
+        if out_tree.kind is not tuple or len(out_tree.children) != 2:
+            raise TypeError(f"custom_vjp {self.__name__}: fwd must return (output, residuals)")
+        prim_tree, res_tree = out_tree.children
+        n_out, n_res = prim_tree.num_leaves, res_tree.num_leaves
+        arg_tree = tree_flatten(list(args))[1]
+        user_bwd, name = self.bwd, self.__name__
+
+        def bwd_nodes(res_nodes, g_nodes):
+            with tracer.Trace() as bt:
+                ins = [Array._traced(bt, bt.new_input(n.shape, n.dtype)) for n in res_nodes + g_nodes]
+                r = tree_unflatten(res_tree, ins[:n_res])
+                g = tree_unflatten(prim_tree, ins[n_res:])
+                cts = user_bwd(r, g)
+                if not isinstance(cts, (tuple, list)) or len(cts) != len(args):
+                    raise TypeError(f"custom_vjp {name}: bwd must return a tuple with one "
+                                    f"cotangent per argument ({len(args)}), got {type(cts).__name__}")
+                flat = []
+                for a, c in zip(args, cts):
+                    n_leaves = len(tree_flatten(a)[0])
+                    if c is None:
+                        flat += [None] * n_leaves
+                    else:
+                        cl = tree_flatten(c)[0]
+                        if len(cl) != n_leaves:
+                            raise TypeError(f"custom_vjp {name}: bwd cotangent structure does not "
+                                            f"match its argument")
+                        flat += [None if x is None else vnp.asarray(x) for x in cl]
+                nodes = [bt.lift(x) for x in flat if x is not None]
+                if bt.captured:
+                    raise TypeError(f"custom_vjp {name}: bwd closes over a traced value; pass it "
+                                    f"through the residuals instead")
+            outs = iter(inline_nodes(bt.graph(nodes), list(res_nodes) + list(g_nodes)))
+            return [None if x is None else next(outs) for x in flat]
+
+        rec = CustomRecord(bwd_nodes, len(leaves), n_out, n_res, name)
+        role = {}
+        for k, o in enumerate(fwd_graph.outputs):
+            role.setdefault(o.id, []).append(("out", k) if k < n_out else ("res", k - n_out))
+        # arguments enter through tagged copies so the region's boundary is explicit
+        marked = [bind(OpKind.Copy, [a], _tag=CustomTag(rec, (("in", k),)))
+                  for k, a in enumerate(leaves)]
+        env = {i.id: m for i, m in zip(fwd_graph.inputs, marked + captured)}
+        for n in fwd_graph.nodes:
+            if n.id in env and n.id not in role:
+                continue
+            if n.id in env:   # an argument returned as output or residual: tag a copy
+                env[n.id] = bind(OpKind.Copy, [env[n.id]], _tag=CustomTag(rec, tuple(role[n.id])))
+                continue
+            tag = CustomTag(rec, tuple(role.get(n.id, ())))
+            env[n.id] = (bind(OpKind.Copy, [n.attrs["value"]], _tag=tag) if n.op is OpKind.Const
+                         else bind(n.op, [env[i.id] for i in n.inputs], _tag=tag, **n.attrs))
+        outs = [env[o.id] for o in fwd_graph.outputs[:n_out]]
+        return tree_unflatten(prim_tree, outs)

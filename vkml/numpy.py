@@ -453,12 +453,13 @@ def matmul(a, b) -> Array:
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: operands must not be 0-d, got shapes {a.shape} and {b.shape}")
     va, vb = a.ndim == 1, b.ndim == 1
+    sa, sb = a.shape, b.shape   # the user's shapes, for the error below
     if va:
         a = reshape(a, (1,) + a.shape)
     if vb:
         b = reshape(b, b.shape + (1,))
     if a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"matmul: contraction mismatch, {a.shape} @ {b.shape}: {a.shape[-1]} != {b.shape[-2]}")
+        raise ShapeError(f"matmul: contraction mismatch, {sa} @ {sb}: {a.shape[-1]} != {b.shape[-2]}")
     out = bind(OpKind.MatMul, [a, b])
     if va and vb:
         return reshape(out, out.shape[:-2])

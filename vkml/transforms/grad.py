@@ -14,6 +14,7 @@ from ..trace.dtypes import DTypeError
 from ..trace.graph import Node, toposort
 from ..trace.ops import SPECS, Grad, OpKind
 from . import checkpoint as _ckpt
+from .custom import Regions
 from .expr import E, full
 from .rules import RULES
 
@@ -64,21 +65,28 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]) 
     for r, s in zip(roots, seeds):
         if r.id in req:
             give(r, E(s))
+    regions = Regions(order)
     for n in reversed(order):
         g = ct.get(n.id)
-        if g is None or n.id in wrt_ids and n.op is OpKind.Input:
-            continue
-        if not n.inputs or not any(i.id in req for i in n.inputs):
-            continue
-        sp = SPECS[n.op]
-        if sp.grad is not Grad.RULE:
-            raise NoGradientRule(f"{sp.name} has no gradient rule ({sp.grad.value}); "
-                                 f"differentiation reached it from the output. Wrap its input in "
-                                 f"vkml.stop_gradient if no gradient should flow through it.")
-        outs = RULES[n.op](n, g, *[E(i) for i in n.inputs])
-        for inp, c in zip(n.inputs, outs):
-            if c is not None and inp.id in req:
-                give(inp, c)
+        if (g is not None and not (n.id in wrt_ids and n.op is OpKind.Input)
+                and any(i.id in req for i in n.inputs)
+                and not (regions and regions.is_output(n))):   # custom rule handles those
+            sp = SPECS[n.op]
+            if sp.grad is not Grad.RULE:
+                raise NoGradientRule(f"{sp.name} has no gradient rule ({sp.grad.value}); "
+                                     f"differentiation reached it from the output. Wrap its input "
+                                     f"in vkml.stop_gradient if no gradient should flow through it.")
+            outs = RULES[n.op](n, g, *[E(i) for i in n.inputs])
+            for inp, c in zip(n.inputs, outs):
+                if c is not None and inp.id in req:
+                    give(inp, c)
+        rec = regions.trigger(n) if regions else None
+        if rec is not None:
+            args, outs_, res = regions.parts(rec)
+            gs = [ct[o.id].n if o.id in ct else full(o.shape, 0, o.dtype).n for o in outs_]
+            for a, c in zip(args, rec.bwd(res, gs)):
+                if c is not None and a.id in req:
+                    give(a, E(c))
     result = [ct[w.id].n if w.id in ct else full(w.shape, 0, w.dtype).n for w in wrt]
     return _ckpt.rematerialize({n.id for n in order}, result)
 

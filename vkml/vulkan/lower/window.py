@@ -142,8 +142,6 @@ def lower(node, ins, out, ctx) -> None:
     T = dt.glsl_type(node.dtype)
     if op is OpKind.Im2Col:
         x = ins[0]
-        kh, kw = a["kernel"]
-        # out is (N, C*kh*kw, OH*OW): recover OH, OW from the input geometry
         oh, ow = _out_hw(x.shape, a)
         decl = binding(1, T, "cols") + binding(2, T, "x", readonly=True)
         k = ctx.kernel("Im2Col", _IM2COL.format(decl=decl, geom=_GEOM, T=T), 2)
