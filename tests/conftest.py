@@ -1,11 +1,6 @@
 """Test set-up: the suite needs a real Vulkan device and glslangValidator; it fails, never
 skips, when either is missing (a green run without Vulkan must be impossible)."""
-import os
-import sys
-
 import pytest
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def pytest_sessionstart(session):

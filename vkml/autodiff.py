@@ -439,11 +439,15 @@ class custom_vjp:
         if self.fwd is None:
             raise TypeError(f"custom_vjp {self.__name__}: call defvjp(fwd, bwd) before using it")
         t = tracer.current()
-        if t is None:
+        if t is None or getattr(self, "_in_fwd", False):
+            # eager, or fwd calling this very function (JAX's idiom): the primal function
             return self.fun(*args)
-        from .jit import inline
         from .transforms.custom import CustomRecord, CustomTag, inline_nodes
-        fwd_graph, out_tree, captured, leaves = trace_flat(lambda *a: self.fwd(*a), args)
+        self._in_fwd = True
+        try:
+            fwd_graph, out_tree, captured, leaves = trace_flat(lambda *a: self.fwd(*a), args)
+        finally:
+            self._in_fwd = False
         if out_tree.kind is not tuple or len(out_tree.children) != 2:
             raise TypeError(f"custom_vjp {self.__name__}: fwd must return (output, residuals)")
         prim_tree, res_tree = out_tree.children

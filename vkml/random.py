@@ -228,14 +228,16 @@ def bernoulli(key, p=0.5, shape=None) -> Array:
 
 def _split_limbs(x: Array) -> Array:
     """Three 12-bit limbs (little end first, stacked on a new axis 0) of an int32 array
-    with values in [0, 2^31). Division by powers of two goes through float32, which is
-    exact below 2^24; the top limb comes from a rounded quotient, corrected once."""
+    read as unsigned 32-bit values. Division by powers of two goes through float32, which
+    is exact below 2^24; the top limb comes from a rounded quotient, corrected once."""
+    neg = x < 0
+    x = vnp.where(neg, x + (-(1 << 31)), x)          # now in [0, 2^31); 2^31 = 128 * 2^24
     q = (x.astype(dt.float32) * (1.0 / (1 << 24))).astype(dt.int32)
     rem = x - q * (1 << 24)
     q = vnp.where(rem < 0, q - 1, vnp.where(rem >= (1 << 24), q + 1, q))
     rem = x - q * (1 << 24)
     mid = (rem.astype(dt.float32) * _INV_LIMB).astype(dt.int32)
-    return vnp.stack([rem - mid * _LIMB, mid, q])
+    return vnp.stack([rem - mid * _LIMB, mid, vnp.where(neg, q + 128, q)])
 
 
 def _mulhi48(r: Array, s: Array) -> Array:
@@ -270,8 +272,8 @@ def randint(key, shape, minval, maxval, dtype=dt.int32) -> Array:
 
     Multiply-shift on 48 random bits: value = minval + floor(R * span / 2^48), so any
     value's probability is off by at most span / 2^48 relative. Python int bounds are
-    clipped to the int32 range (maxval up to 2^31); an empty range gives minval. With
-    array bounds, maxval - minval must fit in int32.
+    clipped to the int32 range (maxval up to 2^31); an empty range gives minval; array
+    bounds are int32 and their span may exceed 2^31 (it is taken as unsigned).
 
     >>> randint(key(0), (3,), 0, 10).dtype
     dtype('int32')

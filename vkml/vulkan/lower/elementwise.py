@@ -118,7 +118,8 @@ def _source(expr: str, in_types: tuple, out_type: str, rank: int) -> str:
     src = [binding(1, out_type, "o")]
     for j, t in enumerate(in_types):
         src.append(binding(2 + j, t, "x%d" % j, readonly=True))
-    src.append(math_lib("double" if uses_double else "float"))
+    if "vk_" in expr:   # the math library only where the expression calls into it
+        src.append(math_lib("double" if uses_double else "float"))
     R = rank
     base = [2 + 2 * R + j * (R + 1) for j in range(nin)]
     lines = ["void main() {", "  uint gi = gidx();", "  if (gi >= uint(meta[0])) return;",

@@ -72,6 +72,9 @@ def lower(node, ins, out, ctx) -> None:
     d = node.dtype
     if d not in _VALUE:
         raise NotImplementedError(f"Rand: output dtype {d} has no kernel; valid: int32, float32, float64")
+    if d == dt.float64 and not ctx.dev.has_float64:
+        raise dt.DTypeError(f"Rand: float64 output needs shaderFloat64, which {ctx.dev.name} lacks; "
+                            f"draw float32 instead")
     decl = binding(1, "int", "key", readonly=True) + binding(2, dt.glsl_type(d), "o")
     body = _BODY.format(decl=decl, philox=PHILOX_GLSL, value=_VALUE[d])
     k = ctx.kernel(f"Rand_{d.name}", body, 2)

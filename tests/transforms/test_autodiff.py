@@ -1,0 +1,252 @@
+"""The transforms against hand-derived values, the known traps, and the design note's errors."""
+import math
+
+import numpy as np
+import pytest
+
+import vkml
+import vkml.numpy as vnp
+from vkml.array import bind
+from vkml.trace.ops import OpKind
+from vkml.transforms.grad import NoGradientRule
+
+F64 = np.float64
+
+
+def f64(x):
+    return vnp.asarray(np.asarray(x, F64))
+
+
+# ------------------------------------------------------------------ hand-derived values
+
+def test_hessian_of_quadratic_form():
+    A = np.array([[2.0, 1.0, 0.5], [0.0, 3.0, -1.0], [1.0, 2.0, 4.0]])
+    f = lambda x: x @ (f64(A) @ x)
+    H = np.asarray(vkml.hessian(f)(f64([0.3, -0.2, 1.0])))
+    np.testing.assert_allclose(H, A + A.T, rtol=1e-12)
+
+
+def test_third_derivative_of_polynomial():
+    p = lambda x: 2 * x ** 5 - 3 * x ** 3 + x
+    d3 = vkml.grad(vkml.grad(vkml.grad(p)))
+    x = 1.3
+    assert float(d3(f64(x))) == pytest.approx(120 * x * x - 18, rel=1e-12)
+
+
+def test_jacfwd_equals_jacrev():
+    def f(x):
+        return vnp.stack([vnp.sin(x[0]) * x[1], x[0] * x[1] * x[2], vnp.exp(x[2]) - x[0], (x * x).sum()])
+    x = f64([0.4, -1.1, 0.7])
+    np.testing.assert_allclose(np.asarray(vkml.jacfwd(f)(x)), np.asarray(vkml.jacrev(f)(x)), rtol=1e-12)
+    assert vkml.jacrev(f)(x).shape == (4, 3)
+
+
+def test_pytrees_argnums_and_has_aux():
+    def loss(params, x, scale):
+        y = vnp.tanh(x @ params["w"] + params["b"])
+        return (y * y).sum() * scale, {"y": y}
+    p = {"w": f64(np.arange(6).reshape(3, 2) * 0.1), "b": f64([0.1, -0.2])}
+    x = f64(np.ones((4, 3)))
+    (g_p, g_s), aux = vkml.grad(loss, argnums=(0, 2), has_aux=True)(p, x, f64(2.0))
+    assert set(g_p) == {"w", "b"} and g_p["w"].shape == (3, 2) and g_s.shape == ()
+    y = np.tanh(np.ones((4, 3)) @ (np.arange(6).reshape(3, 2) * 0.1) + [0.1, -0.2])
+    np.testing.assert_allclose(np.asarray(aux["y"]), y, rtol=1e-12)
+    dy = 2 * y * (1 - y * y) * 2.0
+    np.testing.assert_allclose(np.asarray(g_p["w"]), np.ones((4, 3)).T @ dy, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(g_p["b"]), dy.sum(0), rtol=1e-12)
+    assert float(g_s) == pytest.approx((y * y).sum(), rel=1e-12)
+    v, g = vkml.value_and_grad(lambda p: loss(p, x, 1.0)[0])(p)
+    assert float(v) == pytest.approx((y * y).sum(), rel=1e-12)
+
+
+def test_vjp_jvp_consistency():
+    def f(x, y):
+        return vnp.sin(x) * y[:3] + vnp.exp(y[3:] * x)
+    x, y = f64([0.1, 0.5, -0.3]), f64([1.0, 2.0, -1.0, 0.3, 0.2, 0.1])
+    rng = np.random.default_rng(0)
+    tx, ty = f64(rng.normal(size=3)), f64(rng.normal(size=6))
+    ct = f64(rng.normal(size=3))
+    out, back = vkml.vjp(f, x, y)
+    cx, cy = back(ct)
+    _, tout = vkml.jvp(f, (x, y), (tx, ty))
+    lhs = np.vdot(np.asarray(cx), np.asarray(tx)) + np.vdot(np.asarray(cy), np.asarray(ty))
+    assert lhs == pytest.approx(float(np.vdot(np.asarray(ct), np.asarray(tout))), rel=1e-12)
+
+
+# ------------------------------------------------------------------ the known traps
+
+def test_double_where_is_nan_free():
+    def f(x):
+        safe = vnp.where(x > 0, x, 1.0)
+        return vnp.where(x > 0, vnp.sqrt(safe), 0.0).sum()
+    g = np.asarray(vkml.grad(f)(f64([0.0, 4.0])))
+    assert np.all(np.isfinite(g))
+    np.testing.assert_allclose(g, [0.0, 0.25])
+
+
+def test_logsumexp_with_minus_inf_entries():
+    def lse(x):
+        m = vkml.stop_gradient(vnp.max(x))
+        return vnp.log(vnp.exp(x - m).sum()) + m
+    x = f64([0.5, -np.inf, 1.5, -np.inf])
+    assert float(lse(x)) == pytest.approx(np.log(np.exp(0.5) + np.exp(1.5)))
+    g = np.asarray(vkml.grad(lse)(x))
+    e = np.exp([0.5, 1.5]) / np.exp([0.5, 1.5]).sum()
+    np.testing.assert_allclose(g, [e[0], 0.0, e[1], 0.0], rtol=1e-12)
+    gs = np.asarray(vkml.grad(lambda x: bind(OpKind.LogSoftmax, [x], axis=0)[0])(x))
+    assert np.all(np.isfinite(gs))
+
+
+def test_prod_gradient_with_zeros():
+    g = lambda v: np.asarray(vkml.grad(lambda x: vnp.prod(x))(f64(v)))
+    np.testing.assert_allclose(g([2.0, 3.0, 4.0]), [12.0, 8.0, 6.0])
+    np.testing.assert_allclose(g([2.0, 0.0, 4.0]), [0.0, 8.0, 0.0])
+    np.testing.assert_allclose(g([0.0, 3.0, 0.0]), [0.0, 0.0, 0.0])
+
+
+def test_tie_conventions():
+    gmax = np.asarray(vkml.grad(lambda x: vnp.max(x))(f64([1.0, 3.0, 3.0, 2.0])))
+    np.testing.assert_allclose(gmax, [0.0, 0.5, 0.5, 0.0])
+    ga, gb = vkml.grad(lambda a, b: vnp.maximum(a, b).sum(), argnums=(0, 1))(f64([1.0, 2.0, 3.0]), f64([1.0, 5.0, 0.0]))
+    np.testing.assert_allclose(np.asarray(ga), [0.5, 0.0, 1.0])
+    np.testing.assert_allclose(np.asarray(gb), [0.5, 1.0, 0.0])
+    relu = lambda x: bind(OpKind.Relu, [x]).sum()
+    np.testing.assert_allclose(np.asarray(vkml.grad(relu)(f64([-1.0, 0.0, 2.0]))), [0.0, 0.0, 1.0])
+
+
+def test_input_used_three_times_accumulates():
+    g = vkml.grad(lambda x: x * 2.0 + vnp.sin(x) + x * x)(f64(0.5))
+    assert float(g) == pytest.approx(2.0 + math.cos(0.5) + 1.0, rel=1e-12)
+
+
+def test_perturbation_confusion():
+    d = vkml.grad(lambda x: x * vkml.grad(lambda y: x + y)(f64(1.0)))(f64(1.0))
+    assert float(d) == 1.0
+
+
+def test_unused_input_gets_zeros():
+    g = vkml.grad(lambda x, y: (x * 2.0).sum(), argnums=1)(f64([1.0]), f64([[1.0, 2.0]]))
+    np.testing.assert_array_equal(np.asarray(g), np.zeros((1, 2)))
+
+
+def test_broadcast_gradients_sum_back():
+    g = vkml.grad(lambda b: (f64(np.ones((4, 3))) * b).sum())(f64(np.ones((1, 3))))
+    np.testing.assert_array_equal(np.asarray(g), [[4.0, 4.0, 4.0]])
+
+
+def test_stop_gradient_and_no_grad():
+    assert float(vkml.grad(lambda x: x * vkml.stop_gradient(x))(f64(3.0))) == 3.0
+
+    def f(x):
+        with vkml.no_grad():
+            c = x * 2.0
+        return c * x
+    assert float(vkml.grad(f)(f64(3.0))) == 6.0
+
+
+def test_custom_vjp():
+    @vkml.custom_vjp
+    def log1pexp(x):
+        return vnp.log(1.0 + vnp.exp(x))
+
+    def fwd(x):
+        return log1pexp(x), x
+
+    def bwd(x, g):
+        return (g * (1.0 - 1.0 / (1.0 + vnp.exp(x))),)
+    log1pexp.defvjp(fwd, bwd)
+    x = f64([0.0, 2.0, 800.0])
+    g = np.asarray(vkml.grad(lambda x: log1pexp(x).sum())(x))
+    np.testing.assert_allclose(g, [0.5, 1 / (1 + np.exp(-2.0)), 1.0], rtol=1e-12)   # finite at 800
+    h = np.asarray(vkml.grad(lambda x: vkml.grad(lambda y: log1pexp(y).sum())(x).sum())(x[:2]))
+    s = 1 / (1 + np.exp(-np.array([0.0, 2.0])))
+    np.testing.assert_allclose(h, s * (1 - s), rtol=1e-10)
+
+
+# ------------------------------------------------------------------ checkpoint
+
+def _chain(n, ckpt):
+    def layer(x):
+        return vnp.tanh(vnp.sin(x) * 1.5 + x)
+    layer = vkml.checkpoint(layer) if ckpt else layer
+
+    def f(x):
+        for _ in range(n):
+            x = layer(x)
+        return (x * x).sum()
+    return f
+
+
+def test_checkpoint_same_gradients_and_hessian():
+    x = f64(np.linspace(-1, 1, 5))
+    np.testing.assert_allclose(np.asarray(vkml.grad(_chain(4, True))(x)),
+                               np.asarray(vkml.grad(_chain(4, False))(x)), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(vkml.hessian(_chain(2, True))(x)),
+                               np.asarray(vkml.hessian(_chain(2, False))(x)), rtol=1e-12)
+
+
+def test_checkpoint_policies_and_rand_replay():
+    from vkml import random
+    def f(w, x):
+        h = vnp.tanh(x @ w)
+        noise = random.uniform(random.key(3), h.shape)
+        return (h * noise).sum()
+    w, x = f64(np.ones((3, 2)) * 0.1), f64(np.ones((4, 3)))
+    want = np.asarray(vkml.grad(f)(w, x))
+    for policy in ("nothing_saveable", "dots_saveable"):
+        got = np.asarray(vkml.grad(vkml.checkpoint(f, policy=policy))(w, x))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(ValueError, match="policy"):
+        vkml.checkpoint(f, policy="bogus")
+
+
+def _peak(f, x):
+    from vkml.vulkan import runtime
+    vkml.grad(f)(x)
+    return runtime.get().executor.last_plan.peak_bytes
+
+
+def test_checkpoint_lowers_planned_peak_on_32_layer_chain():
+    x = f64(np.linspace(-1, 1, 4096))
+    plain, ckpt = _peak(_chain(32, False), x), _peak(_chain(32, True), x)
+    assert ckpt < plain, (ckpt, plain)
+
+
+# ------------------------------------------------------------------ simplification
+
+def _count(f, *args):
+    from vkml.jit import trace_flat
+    return trace_flat(f, args)[0].op_count()
+
+
+def test_nested_grad_node_counts_stay_small():
+    def f(x):   # 10 ops
+        return (vnp.sin(x) * vnp.exp(x) + vnp.tanh(x * x) - x / (x * x + 1.0)).sum()
+    x = f64([0.3, 0.5])
+    h = _count(vkml.hessian(f), x)
+    p = lambda x: vnp.sin(x) * x * x
+    g3 = _count(vkml.grad(vkml.grad(vkml.grad(p))), f64(0.4))
+    print(f"hessian of a 10-op function: {h} nodes; grad(grad(grad(f))): {g3} nodes")
+    assert h < 400 and g3 < 120, (h, g3)
+
+
+# ------------------------------------------------------------------ errors
+
+def test_integer_input_to_grad():
+    with pytest.raises(vkml.DTypeError, match="int32"):
+        vkml.grad(lambda x: (x * 2).sum())(vnp.asarray([1, 2]))
+
+
+def test_integer_root():
+    with pytest.raises(vkml.DTypeError, match="int32"):
+        vkml.grad(lambda x: vnp.argmax(x))(f64([1.0, 2.0]))
+
+
+def test_non_scalar_output():
+    with pytest.raises(TypeError, match=r"\(3,\)"):
+        vkml.grad(lambda x: x * 2.0)(f64([1.0, 2.0, 3.0]))
+
+
+def test_op_without_rule_names_it():
+    with pytest.raises(NotImplementedError, match="Sign"):
+        vkml.grad(lambda x: (vnp.sign(x) * x).sum())(f64([1.0, -2.0]))
