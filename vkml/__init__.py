@@ -8,13 +8,14 @@ from .array import Array, ConcretizationError
 from .autodiff import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, no_grad, remat,
                        stop_gradient, value_and_grad, vjp)
 from .jit import make_graph
+from .tensor import Tensor
 from .trace.dtypes import DTypeError
 from .trace.shapes import ShapeError
 from .trace.tracer import LeakedTracerError
 from .vulkan.device import devices
 from . import tree_util
 
-__all__ = ["checkpoint", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
+__all__ = ["Tensor", "checkpoint", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
            "stop_gradient", "value_and_grad", "vjp", "Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
            "devices", "make_graph", "tree_util"]
 __version__ = "0.1.0"

@@ -228,6 +228,11 @@ class Array:
     def __invert__(self): return self._np().logical_not(self)
 
 
+# set by vkml.tensor: the Tensor class and its recording bind (eager ops on Tensors)
+_tensor_type = None
+_tensor_record = None
+
+
 def bind(kind: OpKind, operands: list, _tag: Any = None, **attrs: Any) -> Array:
     """Apply an operator: record it in the active trace, or run it now on the device.
 
@@ -235,6 +240,8 @@ def bind(kind: OpKind, operands: list, _tag: Any = None, **attrs: Any) -> Array:
     is recorded through it.
     """
     t = tracer.current()
+    if t is None and _tensor_type is not None and any(isinstance(o, _tensor_type) for o in operands):
+        return _tensor_record(kind, operands, attrs)
     if t is not None:
         out = Array._traced(t, t.emit(kind, operands, attrs, _tag))
         if not tracer.grad_enabled() and kind is not OpKind.StopGradient and dt.is_float(out.dtype):

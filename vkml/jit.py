@@ -65,7 +65,10 @@ def trace_flat(f: Callable, args: Sequence, tag=None):
         out_leaves, out_tree = tree_flatten(out)
         out_leaves = [vnp.asarray(o) for o in out_leaves]
         nodes = [t.lift(o) for o in out_leaves]
-    return t.graph(nodes), out_tree, list(t.captured), leaves
+        effects = [(obj, name, t.lift(v)) for obj, name, v in getattr(t, "effects", [])]
+    graph = t.graph(nodes)
+    graph.effects = effects   # state assignments (vkml.state), as (obj, name, node)
+    return graph, out_tree, list(t.captured), leaves
 
 
 def make_graph(f: Callable, *args) -> Graph:

@@ -29,7 +29,7 @@ def _add(op, name, fn, ref, args, dtype):
 
 
 def _slice_attrs(shape, index):
-    """Normalised starts/stops/steps (what vkml.indexing passes) for a tuple of slices."""
+    """The slice.indices form of starts/stops/steps, which the Slice spec takes."""
     rs = [s.indices(d) for s, d in zip(index, shape)]
     return tuple(r[0] for r in rs), tuple(r[1] for r in rs), tuple(r[2] for r in rs)
 
@@ -102,6 +102,8 @@ def _slice_cases(d):
     _slice_case(d, "empty-result", (4, 5), (slice(3, 1), slice(None)))
     _slice_case(d, "empty-negative", (4, 5), (slice(None), slice(1, 3, -1)))
     _slice_case(d, "size0-input", (0, 3), (slice(None), slice(1, 3)))
+    # slice.indices(0) with a negative step gives start -1: still a valid, empty slice
+    _slice_case(d, "reversed-size0", (0, 3), (slice(None, None, -1), slice(None, None, -2)))
     _slice_case(d, "size1-axes", (1, 5, 1), (slice(None), slice(4, 5), slice(None)))
     _slice_case(d, "of-transposed", (5, 8), (slice(6, 1, -2), slice(1, None)),
                 prep=lambda x: x.T)
@@ -186,6 +188,7 @@ def _slice_bwd_cases(d):
     _slice_bwd_case(d, "negative-steps", (5, 4, 2), (slice(None, None, -2), slice(3, 0, -1),
                                                      slice(None)))
     _slice_bwd_case(d, "empty-gradient", (3, 4), (slice(2, 2), slice(None)))
+    _slice_bwd_case(d, "reversed-size0", (0, 2), (slice(None, None, -1), slice(None)))
     _slice_bwd_case(d, "size1-axes", (1, 6, 1), (slice(None), slice(5, 0, -4), slice(None)))
     _slice_bwd_case(d, "of-transposed", (6, 5), (slice(1, 6, 2), slice(4, None, -1)),
                     transposed=True)

@@ -107,7 +107,7 @@ class Graph:
     >>> [n.op.value for n in g.nodes]
     ['Input', 'Exp', 'Full', 'Add']
     """
-    __slots__ = ("inputs", "outputs", "nodes")
+    __slots__ = ("inputs", "outputs", "nodes", "effects")
 
     def __init__(self, inputs: Sequence[Node], outputs: Sequence[Node]):
         for i in inputs:
@@ -124,8 +124,11 @@ class Graph:
         object.__setattr__(self, "inputs", tuple(inputs))
         object.__setattr__(self, "outputs", tuple(outputs))
         object.__setattr__(self, "nodes", tuple(order))
+        object.__setattr__(self, "effects", [])
 
     def __setattr__(self, k, v):
+        if k == "effects":  # side information attached by the tracer, not part of the program
+            return object.__setattr__(self, k, v)
         raise AttributeError("Graph is immutable")
 
     def consumers(self) -> dict[int, list[Node]]:

@@ -360,7 +360,8 @@ def _slice_shape(s, a):
     for d, b, e, k in zip(shape, st, sp, stp):
         if k == 0:
             raise ShapeError("Slice: step 0 is not allowed")
-        out.append(len(range(b, e, k)) if (0 <= b <= d and -1 <= e <= d) else -1)
+        # slice.indices gives start -1 for a reversed slice of an empty axis: allowed when empty
+        out.append(len(range(b, e, k)) if (-1 <= b <= d and -1 <= e <= d) else -1)
         if out[-1] < 0 or (out[-1] > 0 and not 0 <= b < d):
             raise ShapeError(f"Slice: start {b}, stop {e}, step {k} out of range for extent {d}; "
                              f"normalise them with slice.indices")

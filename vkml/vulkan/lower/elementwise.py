@@ -81,7 +81,7 @@ def expression(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, attrs: dict)
     if op is OpKind.Cast:
         src, dst = np.dtype(in_dtype), np.dtype(out_dtype)
         if dst == dt.bool_:
-            return "((a != " + ("T(0)" if fl else "0") + ") ? 1 : 0)"
+            return "((a != " + (f"{T}(0)" if fl else "0") + ") ? 1 : 0)"
         return f"{dt.glsl_type(dst)}(a)"
     if op is OpKind.Gelu:
         if attrs.get("approximate"):

@@ -1,18 +1,22 @@
 """Reductions: Sum Mean Max Min Prod ArgMax ArgMin over any set of axes.
 
 The contiguous input is addressed as (kept index, reduced index): adjacent axes of the
-same kind are merged and size-1 axes dropped, giving a few (extent, stride) pairs of
-each kind, read from meta, so no transposing copy is ever made.
+same kind are merged and size-1 axes dropped, leaving a few (extent, stride) pairs of
+each kind that the kernel reads from meta, so no transposing copy is ever made.
 
 Two kernels, chosen per pass:
-  row     the reduced index is innermost (stride 1): one workgroup per (output, split)
-          reads consecutive elements, then a subgroup + shared-memory tree;
-  thread  otherwise (or short reductions): one thread per (output, split) walks its
-          elements serially, so neighbouring threads read neighbouring addresses.
+  row     one workgroup per (output, split); its threads read interleaved elements, so
+          a GPU's loads coalesce; a subgroup + shared-memory tree finishes the job;
+  thread  one thread per (output, split) walking its elements in order. Used where the
+          reduced elements are strided (neighbouring threads then read neighbouring
+          addresses) and, on CPU devices, everywhere: a CPU lane streaming its own
+          contiguous run is what keeps the memory system busy there.
+When the innermost reduced axis is contiguous with an extent divisible by 4, elements
+are loaded four at a time (vec4/dvec4/ivec4) and folded at the end.
 When there are few outputs and many reduced elements, each output is split over many
-workgroups/threads; the partials (and, for ArgMax/ArgMin, their indices) go to scratch
-and the next pass reduces them, until one split remains. Per-thread runs are summed in
-blocks of 32 before being combined, so float sums keep tree-like accuracy.
+workgroups/threads; partials (and, for ArgMax/ArgMin, their indices) go to scratch and
+the next pass reduces them, until one split remains. Per-thread runs are combined in
+blocks before joining the running value, so float sums keep tree-like accuracy.
 """
 from __future__ import annotations
 
@@ -27,14 +31,24 @@ from ...trace.shapes import contiguous_strides
 from ..kernels import binding
 from .fill import fill_view
 
-ROW_MIN = 64          # inner reductions at least this long get a workgroup per output
-ITEMS = 16            # elements per thread a row split aims for
-GROUP_TARGET = 2048   # workgroups worth splitting a reduction over
-CHUNK = 64            # serial elements per thread a thread split aims for
-THREAD_TARGET = 1 << 16
-BLOCK = 32            # serial elements summed before joining the running total
+ROW_MIN = 64          # GPU: inner reductions at least this long get a workgroup per output
+ITEMS = 16            # GPU: loads per thread a row split aims for
+GROUP_TARGET = 2048   # GPU: workgroups worth splitting a reduction over
+CHUNK = 64            # serial loads per thread a thread split aims for (at least)
+THREAD_TARGET = 1 << 16       # threads worth splitting a reduction over
+CPU_STREAMS = 1 << 12         # CPU, contiguous runs: fewer, longer streams per lane
+BLOCK = 32            # serial loads combined before joining the running value
 ALIGN = 256           # byte alignment of scratch regions (any storage offset alignment)
+STRATEGY: str | None = None   # "cpu" or "gpu" forces a layout (tests); None: by device
 _ARG = (OpKind.ArgMax, OpKind.ArgMin)
+
+
+def strategy() -> str:
+    """'cpu' (lanes stream contiguous runs) or 'gpu' (threads interleave loads)."""
+    if STRATEGY is not None:
+        return STRATEGY
+    from ..device import get
+    return "cpu" if get().is_cpu else "gpu"
 
 
 # --------------------------------------------------------------------------- planning
@@ -76,7 +90,9 @@ def _cdiv(a: int, b: int) -> int:
 
 @dataclass(frozen=True)
 class Pass:
-    """One dispatch: n_out outputs, each over R elements split into S runs of C."""
+    """One dispatch: n_out outputs, each over R loads split into S runs of C loads.
+
+    kept/red are in units of loads (`vec` elements each)."""
     kind: str                 # "row" or "thread"
     kept: tuple
     red: tuple
@@ -85,7 +101,8 @@ class Pass:
     S: int
     C: int
     lx: int
-    first: bool               # indices are r itself (else read from the previous pass)
+    vec: int                  # 1 or 4 elements per load
+    first: bool               # indices are positions themselves (else read from the last pass)
 
     @property
     def final(self) -> bool:
@@ -96,7 +113,7 @@ def _row_lx(R: int) -> int:
     return 256 if R >= 2048 else 128 if R >= 512 else 64
 
 
-def plan(kept, red) -> list[Pass]:
+def plan(kept, red, how: str = "gpu") -> list[Pass]:
     """The passes reducing (kept, red): each pass's partials feed the next."""
     passes = []
     first = True
@@ -105,18 +122,24 @@ def plan(kept, red) -> list[Pass]:
         red = [d for d in red if d[0] != 1]
         n_out, R = _prod(kept), _prod(red)
         inner = bool(red) and red[-1][1] == 1
-        if inner and R >= ROW_MIN:
-            lx = _row_lx(R)
-            S = min(_cdiv(R, lx * ITEMS), max(1, _cdiv(GROUP_TARGET, n_out)))
-            C = _cdiv(_cdiv(R, S), lx) * lx
-            S = _cdiv(R, C)
-            passes.append(Pass("row", tuple(kept), tuple(red), n_out, R, S, C, lx, first))
+        vec = 4 if inner and red[-1][0] % 4 == 0 else 1
+        kv = tuple((n, st // vec) for n, st in kept)
+        rv = tuple((n // vec, 1) if j == len(red) - 1 else (n, st // vec)
+                   for j, (n, st) in enumerate(red)) if vec > 1 else tuple(red)
+        Rv = R // vec
+        if inner and how == "gpu" and R >= ROW_MIN:
+            lx = _row_lx(Rv)
+            S = min(_cdiv(Rv, lx * ITEMS), max(1, _cdiv(GROUP_TARGET, n_out)))
+            C = _cdiv(_cdiv(Rv, S), lx) * lx
+            S = _cdiv(Rv, C)
+            passes.append(Pass("row", kv, rv, n_out, Rv, S, C, lx, vec, first))
             nxt_kept, nxt_red = [(n_out, S)], [(S, 1)]
         else:
-            S = min(_cdiv(max(R, 1), CHUNK), max(1, THREAD_TARGET // n_out))
-            C = _cdiv(max(R, 1), S)
-            S = _cdiv(max(R, 1), C)
-            passes.append(Pass("thread", tuple(kept), tuple(red), n_out, R, S, C, 256, first))
+            target = CPU_STREAMS if inner else THREAD_TARGET
+            S = min(_cdiv(max(Rv, 1), CHUNK), max(1, target // n_out))
+            C = _cdiv(max(Rv, 1), S)
+            S = _cdiv(max(Rv, 1), C)
+            passes.append(Pass("thread", kv, rv, n_out, Rv, S, C, 256, vec, first))
             nxt_kept, nxt_red = [(n_out, 1)], [(S, n_out)]
         if S == 1:
             return passes
@@ -127,31 +150,32 @@ def _round(n: int) -> int:
     return _cdiv(max(n, 1), ALIGN) * ALIGN
 
 
-def _regions(node) -> list[tuple[int, int]]:
-    """Byte (offset, size) of each non-final pass's partial values and indices."""
-    if node.size == 0:
-        return []
+def _layout(node):
+    """The passes of node and the byte (offset, size) of each non-final pass's partial
+    values and indices in scratch."""
     kept, red = split_dims(node.inputs[0].shape, node.attrs["axes"])
-    if _prod(red) == 0:
-        return []
+    if node.size == 0 or _prod(red) == 0:
+        return [], []
+    passes = plan(kept, red, strategy())
     isz = dt.itemsize(node.inputs[0].dtype)
-    out, off = [], 0
-    for p in plan(kept, red)[:-1]:
+    arg = node.op in _ARG
+    regions, off = [], 0
+    for p in passes[:-1]:
         m = p.n_out * p.S
         vals = (off, m * isz)
         off += _round(m * isz)
-        idx = (off, m * 4) if node.op in _ARG else (off, 0)
-        off += _round(m * 4) if node.op in _ARG else 0
-        out.append((vals, idx))
-    return out
+        idx = (off, m * 4 if arg else 0)
+        off += _round(m * 4) if arg else 0
+        regions.append((vals, idx))
+    return passes, regions
 
 
 def scratch_bytes(node) -> int:
     """Scratch for the partials of split reductions (0 when one pass suffices)."""
-    regs = _regions(node)
-    if not regs:
+    _, regions = _layout(node)
+    if not regions:
         return 0
-    (vo, vs), (io, is_) = regs[-1]
+    (vo, vs), (io, is_) = regions[-1]
     return max(vo + _round(vs), io + _round(is_) if is_ else 0)
 
 
@@ -180,41 +204,61 @@ def _identity(op: OpKind, dtype) -> str:
     return _lit(T, "-inf" if up else "inf")
 
 
-def _functions(op: OpKind, dtype) -> str:
-    """comb (and sg_red for non-arg ops): the reduction's binary step in GLSL."""
+def _vtype(T: str) -> str:
+    return {"float": "vec4", "double": "dvec4", "int": "ivec4"}[T]
+
+
+def _functions(op: OpKind, dtype, vec: int) -> str:
+    """comb (scalar and, when loads are vectors, vector) and, for non-arg ops, sg_red."""
     T = dt.glsl_type(dtype)
+    V = _vtype(T)
     fl = dt.is_float(dtype)
+    up = op in (OpKind.Max, OpKind.ArgMax)
+    cmp, vcmp = (">", "greaterThan") if up else ("<", "lessThan")
+    out = []
     if op in _ARG:
-        cmp = ">" if op is OpKind.ArgMax else "<"
         if fl:
             better = f"(vb {cmp} va || (isnan(vb) && !isnan(va)))"
             eq = "(vb == va || (isnan(vb) && isnan(va)))"
+            vbetter = (f"(uvec4({vcmp}(vb, va)) | (uvec4(isnan(vb)) & uvec4(not(isnan(va)))))")
+            veq = "(uvec4(equal(vb, va)) | (uvec4(isnan(vb)) & uvec4(isnan(va))))"
         else:
             better, eq = f"(vb {cmp} va)", "(vb == va)"
-        return (f"void comb(inout {T} va, inout int ia, {T} vb, int ib) {{\n"
-                f"  if ({better} || ({eq} && ib < ia)) {{ va = vb; ia = ib; }}\n}}\n")
+            vbetter, veq = f"uvec4({vcmp}(vb, va))", "uvec4(equal(vb, va))"
+        # ties go to the smaller index: the first occurrence wins in any combining order
+        out.append(f"void comb(inout {T} va, inout int ia, {T} vb, int ib) {{\n"
+                   f"  if ({better} || ({eq} && ib < ia)) {{ va = vb; ia = ib; }}\n}}\n")
+        if vec > 1:
+            out.append(f"void comb(inout {V} va, inout ivec4 ia, {V} vb, ivec4 ib) {{\n"
+                       f"  bvec4 take = bvec4({vbetter} | ({veq} & uvec4(lessThan(ib, ia))));\n"
+                       f"  va = mix(va, vb, take); ia = mix(ia, ib, take);\n}}\n")
+        return "".join(out)
     if op in (OpKind.Sum, OpKind.Mean):
-        expr, sg = "a + b", "subgroupAdd(v)"
+        expr, vexpr, sg = "a + b", "a + b", "subgroupAdd(v)"
     elif op is OpKind.Prod:
-        expr, sg = "a * b", "subgroupMul(v)"
+        expr, vexpr, sg = "a * b", "a * b", "subgroupMul(v)"
     else:
-        mx = op is OpKind.Max
+        f = "max" if up else "min"
         if fl:
-            expr = f"((a {'>' if mx else '<'} b || isnan(a)) ? a : b)"
-            # subgroupMax/Min need not propagate nan; count nans separately
+            # nan wins: compare so that a nan on either side is kept
+            expr = f"((a {cmp} b || isnan(a)) ? a : b)"
+            vexpr = f"mix(b, a, bvec4(uvec4({vcmp}(a, b)) | uvec4(isnan(a))))"
+            # subgroupMax/Min need not propagate nan; look for one separately
             sg = (f"(subgroupMax(isnan(v) ? 1 : 0) != 0 ? {_lit(T, 'nan')} : "
-                  f"subgroup{'Max' if mx else 'Min'}(v))")
+                  f"subgroup{f.capitalize()}(v))")
         else:
-            expr = f"{'max' if mx else 'min'}(a, b)"
-            sg = f"subgroup{'Max' if mx else 'Min'}(v)"
-    return (f"{T} comb({T} a, {T} b) {{ return {expr}; }}\n"
-            f"{T} sg_red({T} v) {{ return {sg}; }}\n")
+            expr = vexpr = f"{f}(a, b)"
+            sg = f"subgroup{f.capitalize()}(v)"
+    out.append(f"{T} comb({T} a, {T} b) {{ return {expr}; }}\n")
+    if vec > 1:
+        out.append(f"{V} comb({V} a, {V} b) {{ return {vexpr}; }}\n")
+    out.append(f"{T} sg_red({T} v) {{ return {sg}; }}\n")
+    return "".join(out)
 
 
 def _decompose(var: str, prefix: str, dims_base: int, rank: int) -> list[str]:
-    """GLSL splitting int `var` into digits prefix0..prefix{rank-1} over meta extents.
-
-    The top digit is not reduced modulo its extent (the quotient is kept whole)."""
+    """GLSL splitting int `var` into digits prefix0..prefix{rank-1} over meta extents
+    (the top digit keeps the whole quotient)."""
     lines = [f"  int rem_{prefix} = {var};"]
     for j in range(rank - 1, 0, -1):
         lines.append(f"  int {prefix}{j} = rem_{prefix} % meta[{dims_base + j}]; "
@@ -229,7 +273,8 @@ def _offset(prefix: str, strides_base: int, rank: int) -> str:
 
 
 def _advance(rank: int, dims_base: int) -> list[str]:
-    """Add the step digits d* to the coordinates c* with carries (each digit < extent)."""
+    """Add the step's digits d* to the coordinates c*, carrying (each digit < extent), so
+    the loop needs no division."""
     if rank == 0:
         return []
     lines = ["      int cy = 0;"]
@@ -241,28 +286,30 @@ def _advance(rank: int, dims_base: int) -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int,
+def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec: int,
            first: bool, final: bool) -> str:
-    """GLSL for one pass; meta = [n_out, R, S, C, count, kept extents, kept strides,
-    reduced extents, reduced strides]."""
+    """GLSL for one pass.
+
+    meta = [n_out, R, S, C, count, kept extents, kept strides, reduced extents, reduced
+    strides]; count is the whole reduction's element count (Mean divides by it)."""
     dtype = np.dtype(dtype_name)
     T = dt.glsl_type(dtype)
+    V = _vtype(T) if vec > 1 else T
+    IV = "ivec4" if vec > 1 else "int"
     arg = op in _ARG
     KN, KS = 5, 5 + K
     QN, QS = 5 + 2 * K, 5 + 2 * K + Q
-    # bindings: outputs first (values unless a final arg pass, then indices), inputs after
+    # bindings: outputs first (values, unless a final arg pass; indices for arg), then inputs
     b = []
-    if arg:
-        if not final:
-            b.append(binding(len(b) + 1, T, "ov"))
-        b.append(binding(len(b) + 1, "int", "oi"))
-    else:
+    if not (arg and final):
         b.append(binding(len(b) + 1, T, "ov"))
-    b.append(binding(len(b) + 1, T, "x", readonly=True))
+    if arg:
+        b.append(binding(len(b) + 1, "int", "oi"))
+    b.append(binding(len(b) + 1, V, "x", readonly=True))
     if arg and not first:
-        b.append(binding(len(b) + 1, "int", "xi", readonly=True))
+        b.append(binding(len(b) + 1, IV, "xi", readonly=True))
     ident = _identity(op, dtype)
-    L = ["".join(b), _functions(op, dtype)]
+    L = ["".join(b), _functions(op, dtype, vec)]
     row = kind == "row"
     if row:
         L.append(f"shared {T} sv[{lx}];\n")
@@ -279,24 +326,35 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int,
         L += ["  uint g = gidx();", "  if (g >= uint(n_out) * uint(S)) return;",
               "  int s = int(g) / n_out; int o = int(g) - s * n_out;",
               "  int r = s * C; int step = 1;"]
-    L += ["  int rend = min(R, s * C + C);"]
+    L.append("  int rend = min(R, s * C + C);")
     L += _decompose("o", "k", KN, K)
     L.append(f"  int base = {_offset('k', KS, K)};")
     L += _decompose("r", "c", QN, Q)
     L += _decompose("step", "d", QN, Q)
-    load = f"x[base + {_offset('c', QS, Q)}]"
-    idx = "r" if first else f"xi[base + {_offset('c', QS, Q)}]"
-    L.append(f"  {T} acc = {ident};")
+    at_in = f"base + {_offset('c', QS, Q)}"
+    if first:
+        idx = f"(r * 4 + ivec4(0, 1, 2, 3))" if vec > 1 else "r"
+    else:
+        idx = f"xi[{at_in}]"
+    L.append(f"  {V} vacc = {V}({ident});")
     if arg:
-        L.append("  int ai = 0x7fffffff;")
-    # blocks of BLOCK loads are combined before joining acc: keeps float sums accurate
+        L.append(f"  {IV} vai = {IV}(0x7fffffff);")
     L += ["  while (r < rend) {",
-          f"    {T} blk = {ident};" + (" int bi = 0x7fffffff;" if arg else ""),
+          f"    {V} blk = {V}({ident});" + (f" {IV} bi = {IV}(0x7fffffff);" if arg else ""),
           f"    int kend = min(rend, r + {BLOCK} * step);",
-          "    for (; r < kend; r += step) {"]
-    L.append(f"      comb(blk, bi, {load}, {idx});" if arg else f"      blk = comb(blk, {load});")
+          "    for (; r < kend; r += step) {",
+          f"      comb(blk, bi, x[{at_in}], {idx});" if arg else f"      blk = comb(blk, x[{at_in}]);"]
     L += _advance(Q, QN)
-    L += ["    }", "    " + ("comb(acc, ai, blk, bi);" if arg else "acc = comb(acc, blk);"), "  }"]
+    L += ["    }", "    " + ("comb(vacc, vai, blk, bi);" if arg else "vacc = comb(vacc, blk);"), "  }"]
+    if vec > 1:
+        if arg:
+            L += [f"  {T} acc = vacc.x; int ai = vai.x;",
+                  "  comb(acc, ai, vacc.y, vai.y); comb(acc, ai, vacc.z, vai.z); "
+                  "comb(acc, ai, vacc.w, vai.w);"]
+        else:
+            L.append(f"  {T} acc = comb(comb(vacc.x, vacc.y), comb(vacc.z, vacc.w));")
+    else:
+        L.append(f"  {T} acc = vacc;" + (" int ai = vai;" if arg else ""))
 
     def emit(v: str, i: str | None, at: str) -> list[str]:
         if final:
@@ -313,8 +371,8 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int,
     elif arg:
         L += ["  sv[t] = acc; si[t] = ai;", "  barrier();",
               f"  for (int h = {lx // 2}; h > 0; h >>= 1) {{",
-              "    if (t < h) { T_ va = sv[t]; int ia = si[t]; comb(va, ia, sv[t + h], si[t + h]); "
-              "sv[t] = va; si[t] = ia; }".replace("T_", T),
+              f"    if (t < h) {{ {T} va = sv[t]; int ia = si[t]; comb(va, ia, sv[t + h], si[t + h]); "
+              "sv[t] = va; si[t] = ia; }",
               "    barrier();", "  }",
               "  if (t == 0) {"] + ["    " + s for s in emit("sv[0]", "si[0]", at)] + ["  }"]
     else:
@@ -342,15 +400,14 @@ def lower(node, ins, out, ctx) -> None:
     """
     op = node.op
     x = ins[0]
-    kept, red = split_dims(x.shape, node.attrs["axes"])
+    _, red = split_dims(x.shape, node.attrs["axes"])
     count = _prod(red)
     if count == 0:
         # an empty reduction (Max/Min/Arg refuse them in the shape rule)
         fill_view(ctx, out, {OpKind.Sum: 0, OpKind.Prod: 1, OpKind.Mean: float("nan")}[op])
         return
     arg = op in _ARG
-    passes = plan(kept, red)
-    regions = _regions(node)
+    passes, regions = _layout(node)
     src_v, src_i = x, None
     for i, p in enumerate(passes):
         views = []
@@ -359,14 +416,16 @@ def lower(node, ins, out, ctx) -> None:
         else:
             (vo, vs), (io, is_) = regions[i]
             m = p.n_out * p.S
-            dst_v = ctx.scratch.sub(vo, vs, (m,), x.dtype)
-            dst_i = ctx.scratch.sub(io, is_, (m,), dt.int32) if arg else None
-            views += [dst_v] + ([dst_i] if arg else [])
+            views.append(ctx.scratch.sub(vo, vs, (m,), x.dtype))
+            if arg:
+                views.append(ctx.scratch.sub(io, is_, (m,), dt.int32))
         writes = tuple(range(len(views)))
+        nxt = list(views)
         views.append(src_v)
         if arg and not p.first:
             views.append(src_i)
-        body = source(op, x.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.first, p.final)
+        body = source(op, x.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
+                      p.first, p.final)
         k = ctx.kernel(f"{op.value}_{p.kind}", body, len(views), local_size=p.lx)
         meta = [p.n_out, p.R, p.S, p.C, count]
         meta += [n for n, _ in p.kept] + [s for _, s in p.kept]
@@ -376,4 +435,4 @@ def lower(node, ins, out, ctx) -> None:
         else:
             ctx.dispatch(k, meta, views, writes=writes, threads=p.n_out * p.S)
         if not p.final:
-            src_v, src_i = views[0], (views[1] if arg else None)
+            src_v, src_i = nxt[0], (nxt[1] if arg else None)

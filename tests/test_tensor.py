@@ -1,0 +1,97 @@
+"""The stateful adapter against autograd-semantics.txt, one behaviour per test."""
+import numpy as np
+import pytest
+
+import vkml
+import vkml.numpy as vnp
+from vkml.tensor import UndefinedTensorError
+
+
+def T(x, rg=True):
+    return vkml.Tensor(np.asarray(x, np.float64), requires_grad=rg)
+
+
+def test_backward_deposits_realized_gradient():
+    w = T([1.0, 2.0, 3.0])
+    (vnp.sin(w) * w).sum().backward()
+    x = np.array([1.0, 2.0, 3.0])
+    assert isinstance(w.grad, vkml.Array) and not w.grad.is_traced
+    np.testing.assert_allclose(np.asarray(w.grad), np.cos(x) * x + np.sin(x), rtol=1e-12)
+
+
+def test_accumulation_across_two_backwards_and_zero_grad():
+    w = T([1.0, -2.0])
+    (w * w).sum().backward()
+    (w * 3.0).sum().backward()
+    np.testing.assert_allclose(np.asarray(w.grad), [2.0 + 3.0, -4.0 + 3.0])
+    w.zero_()
+    assert w.grad is None
+    (w * w).sum().backward()
+    np.testing.assert_allclose(np.asarray(w.grad), [2.0, -4.0])
+
+
+def test_only_leaves_that_require_grad_keep_grad():
+    w, c = T([1.0, 2.0]), T([3.0, 4.0], rg=False)
+    h = w * c
+    assert not h.is_leaf and h.requires_grad
+    h.sum().backward()
+    assert h.grad is None and c.grad is None
+    np.testing.assert_allclose(np.asarray(w.grad), [3.0, 4.0])
+
+
+def test_seed_argument():
+    w = T([1.0, 2.0])
+    (w * w).backward(gradient=vnp.asarray([1.0, 0.5], np.float64))
+    np.testing.assert_allclose(np.asarray(w.grad), [2.0, 2.0])
+    with pytest.raises(ValueError, match="shape"):
+        (w * w).backward(gradient=vnp.ones(3, np.float64))
+
+
+def test_no_argument_backward_needs_a_scalar():
+    w = T([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="scalar"):
+        (w * 2.0).backward()
+
+
+def test_root_without_grad():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        T([1.0], rg=False).sum().backward()
+
+
+def test_integer_root():
+    w = T([1.0, 2.0])
+    with pytest.raises(vkml.DTypeError, match="int32"):
+        vnp.argmax(w).backward()
+
+
+def test_undefined_root():
+    with pytest.raises(UndefinedTensorError):
+        vkml.Tensor._undefined().backward()
+
+
+def test_no_grad_and_detach_stop_recording():
+    w = T([2.0])
+    with vkml.no_grad():
+        c = w * 3.0
+    assert not c.requires_grad
+    d = w.detach()
+    assert not d.requires_grad and d.is_leaf
+    (w * c + w * d).sum().backward()
+    np.testing.assert_allclose(np.asarray(w.grad), [6.0 + 2.0])
+
+
+def test_op_without_rule_raises_naming_it():
+    w = T([1.0, -1.0])
+    with pytest.raises(NotImplementedError, match="Sign"):
+        (vnp.sign(w) * w).sum().backward()
+
+
+def test_grad_of_shared_subexpression_and_matmul():
+    a = T(np.arange(6.0).reshape(2, 3) * 0.1)
+    b = T(np.ones((3, 2)))
+    y = a @ b
+    (y * y + y).sum().backward()
+    A, B = np.arange(6.0).reshape(2, 3) * 0.1, np.ones((3, 2))
+    G = 2 * (A @ B) + 1
+    np.testing.assert_allclose(np.asarray(a.grad), G @ B.T, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(b.grad), A.T @ G, rtol=1e-12)

@@ -1,0 +1,211 @@
+"""vkml.Tensor: the PyTorch-style stateful adapter, a thin layer over the transforms.
+
+A Tensor is an Array (same device buffer, same operators) that also records the ops
+applied to it: each result keeps the Node of the op and its operands (the tape).
+`backward()` runs the same reverse walk as `vkml.grad` (transforms.grad.backward) over
+the recorded nodes, with every forward value the tape still holds substituted as a
+constant (nothing is recomputed), executes the gradient graph in one submission, and
+deposits realized gradients into the leaves that require grad, accumulating.
+Semantics are those of autograd-semantics.txt.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import array as _array
+from .array import Array, bind
+from .trace import dtypes as dt
+from .trace import tracer
+from .trace.dtypes import DTypeError
+from .trace.graph import Graph, Node, toposort
+from .trace.ops import OpKind
+
+
+class UndefinedTensorError(RuntimeError):
+    """backward() on a tensor that holds no value."""
+
+
+class Tensor(Array):
+    """An Array that records operations for `.backward()`.
+
+    >>> import vkml
+    >>> w = vkml.Tensor([1.0, 2.0], requires_grad=True)
+    >>> loss = (w * w).sum()
+    >>> loss.backward()
+    >>> w.grad.numpy().tolist()
+    [2.0, 4.0]
+    """
+    __slots__ = ("requires_grad", "grad", "_tape", "_parents", "_is_leaf")
+
+    def __init__(self, data: Any, requires_grad: bool = False, dtype=None):
+        from . import numpy as vnp
+        a = vnp.asarray(data, dtype)
+        if a._trace is not None:
+            raise TypeError("vkml.Tensor: cannot wrap a traced value; Tensors are for eager use")
+        self._buf, self._trace, self._node = a._buf, None, None
+        self.shape, self.dtype = a.shape, a.dtype
+        if requires_grad and not dt.is_float(self.dtype):
+            raise DTypeError(f"Tensor: only float tensors can require gradients, got {self.dtype}")
+        self.requires_grad = bool(requires_grad)
+        self.grad = None
+        self._tape = Node(OpKind.Input, (), {"shape": self.shape, "dtype": self.dtype, "index": -1})
+        self._parents = ()
+        self._is_leaf = True
+
+    @classmethod
+    def _result(cls, value: Array, node: Node | None, parents: tuple, requires_grad: bool) -> "Tensor":
+        t = object.__new__(cls)
+        t._buf, t._trace, t._node = value._buf, None, None
+        t.shape, t.dtype = value.shape, value.dtype
+        t.requires_grad, t.grad = requires_grad, None
+        if node is None:
+            node = Node(OpKind.Input, (), {"shape": t.shape, "dtype": t.dtype, "index": -1})
+        t._tape, t._parents, t._is_leaf = node, parents, not requires_grad
+        return t
+
+    @classmethod
+    def _undefined(cls, shape=(), dtype=np.float32) -> "Tensor":
+        """A placeholder holding no value (what a skipped computation leaves behind)."""
+        t = object.__new__(cls)
+        t._buf, t._trace, t._node = None, None, None
+        t.shape, t.dtype = tuple(shape), np.dtype(dtype)
+        t.requires_grad, t.grad, t._parents, t._is_leaf = False, None, (), True
+        t._tape = Node(OpKind.Input, (), {"shape": t.shape, "dtype": t.dtype, "index": -1})
+        return t
+
+    # ---------------------------------------------------------------- PyTorch face
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors made by the user (or without history), as in PyTorch."""
+        return self._is_leaf
+
+    @property
+    def data(self) -> Array:
+        """The value as a plain Array (no history)."""
+        return Array._concrete(self._buf, self.shape, self.dtype)
+
+    def detach(self) -> "Tensor":
+        """Same values, no history, requires_grad False."""
+        return Tensor._result(self.data, None, (), False)
+
+    def requires_grad_(self, flag: bool = True) -> "Tensor":
+        if not self._is_leaf:
+            raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad; use detach()")
+        if flag and not dt.is_float(self.dtype):
+            raise DTypeError(f"requires_grad_: only float tensors can require gradients, got {self.dtype}")
+        self.requires_grad = bool(flag)
+        return self
+
+    def zero_(self) -> None:
+        self.grad = None
+
+    def _set_value(self, value: Array) -> None:
+        """Replace the contents in place (optimisers); shape and dtype must match."""
+        if tuple(value.shape) != self.shape or value.dtype != self.dtype:
+            raise ValueError(f"Tensor._set_value: new value {value.dtype}{list(value.shape)} does not "
+                             f"match {self.dtype}{list(self.shape)}")
+        if value._trace is not None:
+            raise TypeError("Tensor._set_value: cannot store a traced value")
+        self._buf = value._buf
+
+    def __repr__(self) -> str:
+        if self._buf is None:
+            return "Tensor(<undefined>)"
+        body = np.array2string(np.asarray(self), separator=", ", prefix="Tensor(")
+        rg = ", requires_grad=True" if self.requires_grad else ""
+        return f"Tensor({body}{rg})"
+
+    def backward(self, gradient: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's .grad that requires grad.
+
+        Without `gradient` the tensor must be a scalar (seed 1); otherwise gradient has
+        self's shape and is the seed of the reverse walk.
+        """
+        from . import numpy as vnp
+        from .jit import execute
+        from .transforms.grad import backward as _backward
+        # checks first, in the design note's order
+        if self._buf is None:
+            raise UndefinedTensorError("backward: the tensor is undefined (it holds no value)")
+        if not self.requires_grad:
+            raise RuntimeError("backward: this tensor does not require grad and has no history "
+                               "(was it made under no_grad(), detached, or from leaves without "
+                               "requires_grad=True?)")
+        if not dt.is_float(self.dtype):
+            raise DTypeError(f"backward: root of dtype {self.dtype} has no gradient; only float "
+                             f"roots can be differentiated")
+        if gradient is None:
+            if self.size != 1:
+                raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs; "
+                                   f"this tensor has shape {self.shape}, pass gradient=")
+            seed = vnp.ones(self.shape, self.dtype)
+        else:
+            seed = vnp.asarray(gradient, self.dtype)
+            if seed.shape != self.shape:
+                raise ValueError(f"backward: gradient shape {seed.shape} does not match the tensor's "
+                                 f"{self.shape}")
+        # the tape: node id -> the tensor holding that node's value
+        values: dict[int, Tensor] = {}
+        stack = [self]
+        while stack:
+            t = stack.pop()
+            if t._tape.id in values:
+                continue
+            values[t._tape.id] = t
+            stack.extend(p for p in t._parents if isinstance(p, Tensor))
+        leaves = [t for t in values.values() if t._is_leaf and t.requires_grad]
+        if not leaves:
+            return
+        seed_in = Node(OpKind.Input, (), {"shape": self.shape, "dtype": self.dtype, "index": 0})
+        grads = _backward([self._tape], [seed_in], [t._tape for t in leaves])
+        # every forward value the tape holds is a constant of the gradient graph
+        sub: dict[int, Node] = {}
+        for n in toposort(grads):
+            if n.id in values:
+                v = values[n.id]
+                sub[n.id] = Node(OpKind.Const, (), {"shape": v.shape, "dtype": v.dtype, "value": v.data})
+            elif n.op not in (OpKind.Input,) and any(i.id in sub for i in n.inputs):
+                sub[n.id] = Node(n.op, [sub.get(i.id, i) for i in n.inputs], n.attrs, tag=n.tag,
+                                 shape=n.shape, dtype=n.dtype)
+        outs = [sub.get(g.id, g) for g in grads]
+        results = execute(Graph([seed_in], outs), [seed])
+        with no_record():
+            for leaf, g in zip(leaves, results):
+                leaf.grad = g if leaf.grad is None else leaf.grad + g
+
+
+class no_record:
+    """Internal: plain Array arithmetic on gradients (never recorded)."""
+
+    def __enter__(self):
+        self._old = tracer.set_grad_enabled(False)
+
+    def __exit__(self, *e):
+        tracer.set_grad_enabled(self._old)
+
+
+def _node_of(v) -> Node:
+    if isinstance(v, Tensor):
+        return v._tape
+    return Node(OpKind.Const, (), {"shape": v.shape, "dtype": v.dtype, "value": v})
+
+
+def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
+    """bind() for eager operations with Tensor operands: compute now, record the node."""
+    plain = [o.data if isinstance(o, Tensor) else o for o in operands]
+    if any(o._buf is None for o in plain):
+        raise UndefinedTensorError(f"{kind.value}: an operand tensor is undefined")
+    out = bind(kind, plain, **attrs)
+    # an integer result of tracked inputs keeps the flag, so backward() on it can say
+    # DTypeError (the design note's check) instead of "does not require grad"
+    req = tracer.grad_enabled() and any(isinstance(o, Tensor) and o.requires_grad for o in operands)
+    if not req:
+        return Tensor._result(out, None, (), False)
+    node = Node(kind, [_node_of(o) for o in operands], attrs, shape=out.shape, dtype=out.dtype)
+    return Tensor._result(out, node, tuple(operands), True)
+
+
+_array._tensor_type = Tensor
+_array._tensor_record = record

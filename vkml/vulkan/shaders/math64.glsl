@@ -1,0 +1,343 @@
+// float64 math: the double overloads of math32.glsl's functions, appended after it in
+// double kernels only (see lower/elementwise.py:math_lib).
+//
+// GLSL has no double exp/log/sin/..., so each is range reduction + a polynomial evaluated
+// in double, with double-double (hi + lo) intermediates where a rounding would be
+// amplified (log for pow, exp(-z^2) in erfc, the reduced argument of sin/cos). Accuracy is
+// a few ulp over the whole range, which float64 finite-difference gradient checks need.
+// As in math32.glsl, exact products use Dekker splitting (fma may be unfused) and
+// `precise` forbids contraction. Every constant carries the LF suffix: an unsuffixed
+// literal is a float.
+
+double vk_d_inf() { return packDouble2x32(uvec2(0u, 0x7ff00000u)); }
+double vk_d_nan() { return packDouble2x32(uvec2(0u, 0x7ff80000u)); }
+
+// 2^k for k in [-1022, 1023], from its bits
+double vk_d_pow2(int k) { return packDouble2x32(uvec2(0u, uint(k + 1023) << 20)); }
+
+// y * 2^k with a single rounding (only the second multiply can leave the normal range)
+double vk_d_scale(double y, int k) {
+    int k1 = k / 2;
+    return (y * vk_d_pow2(k1)) * vk_d_pow2(k - k1);
+}
+
+// a * b - fl(a * b) exactly (Dekker), for |a|, |b| < 2^995
+double vk_d_mulerr(double a, double b, double p) {
+    precise double ca = 134217729.0LF * a;
+    precise double ah = ca - (ca - a);
+    precise double al = a - ah;
+    precise double cb = 134217729.0LF * b;
+    precise double bh = cb - (cb - b);
+    precise double bl = b - bh;
+    precise double err = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return err;
+}
+
+const double VK_D_LN2_HI = 0.6931471805601177LF;     // 40 bits: k * LN2_HI is exact
+const double VK_D_LN2_LO = -1.7239444525614835e-13LF;
+const double VK_D_LOG2E = 1.4426950408889634LF;
+
+// exp(r) - 1 for |r| <= 0.35: Taylor series to r^14, truncation below 2^-61 relative
+double vk_d_expm1k(double r) {
+    double p = 1.1470745597729725e-11LF;
+    p = 1.6059043836821613e-10LF + r * p;
+    p = 2.08767569878681e-09LF + r * p;
+    p = 2.505210838544172e-08LF + r * p;
+    p = 2.755731922398589e-07LF + r * p;
+    p = 2.7557319223985893e-06LF + r * p;
+    p = 2.48015873015873e-05LF + r * p;
+    p = 0.0001984126984126984LF + r * p;
+    p = 0.001388888888888889LF + r * p;
+    p = 0.008333333333333333LF + r * p;
+    p = 0.041666666666666664LF + r * p;
+    p = 0.16666666666666666LF + r * p;
+    p = 0.5LF + r * p;
+    return r + r * r * p;
+}
+
+// exp(x + xl) for |xl| <= ulp(x): Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2
+double vk_d_exp2(double x, double xl) {
+    if (isnan(x)) return x;
+    if (x > 709.79LF) return vk_d_inf();          // k = 1024 still rounds to inf via the scale
+    if (x < -745.2LF) return 0.0LF;
+    double k = floor(x * VK_D_LOG2E + 0.5LF);
+    precise double r = ((x - k * VK_D_LN2_HI) - k * VK_D_LN2_LO) + xl;
+    return vk_d_scale(1.0LF + vk_d_expm1k(r), int(k));
+}
+double vk_exp(double x) { return vk_d_exp2(x, 0.0LF); }
+
+// log(1 + f) for f exactly representable, |f| <= 0.42, as hi + lo (~2^-60 relative):
+// with s = f / (2 + f) in double-double, log(1 + f) = 2 atanh(s) = 2s + s R(s^2)
+void vk_d_log1pk(double f, out double hi, out double lo) {
+    precise double d = 2.0LF + f;
+    precise double dl = f - (d - 2.0LF);          // 2 + f = d + dl exactly
+    precise double sh = f / d;
+    precise double ph = sh * d;
+    precise double sl = (((f - ph) - vk_d_mulerr(sh, d, ph)) - sh * dl) / d;
+    double z = sh * sh;
+    double R = 0.08LF;
+    R = 0.08695652173913043LF + z * R;
+    R = 0.09523809523809523LF + z * R;
+    R = 0.10526315789473684LF + z * R;
+    R = 0.11764705882352941LF + z * R;
+    R = 0.13333333333333333LF + z * R;
+    R = 0.15384615384615385LF + z * R;
+    R = 0.18181818181818182LF + z * R;
+    R = 0.2222222222222222LF + z * R;
+    R = 0.2857142857142857LF + z * R;
+    R = 0.4LF + z * R;
+    R = 0.6666666666666666LF + z * R;
+    R *= z;
+    precise double h = 2.0LF * sh;
+    precise double l = 2.0LF * sl + sh * R;
+    precise double rh = h + l;                       // out parameters cannot be precise:
+    precise double rl = l - (rh - h);                // renormalise in precise locals
+    hi = rh;
+    lo = rl;
+}
+
+// log(x) as hi + lo for finite x > 0: x = 2^e m with m in [sqrt(1/2), sqrt(2))
+void vk_d_log2(double x, out double hi, out double lo) {
+    int e = 0;
+    if (x < 2.2250738585072014e-308LF) { x *= 18014398509481984.0LF; e = -54; }   // subnormal
+    uvec2 u = unpackDouble2x32(x);
+    e += int((u.y >> 20) & 0x7ffu) - 1023;
+    double m = packDouble2x32(uvec2(u.x, (u.y & 0xfffffu) | 0x3ff00000u));
+    if (m > 1.4142135623730951LF) { m *= 0.5LF; e += 1; }
+    double fh, fl;
+    vk_d_log1pk(m - 1.0LF, fh, fl);                          // m - 1 is exact
+    precise double a = double(e) * VK_D_LN2_HI;              // exact
+    precise double s = a + fh;
+    precise double bb = s - a;
+    precise double err = (a - (s - bb)) + (fh - bb);
+    precise double t = err + (fl + double(e) * VK_D_LN2_LO);
+    precise double rh = s + t;
+    precise double rl = t - (rh - s);
+    hi = rh;
+    lo = rl;
+}
+
+double vk_log(double x) {
+    if (isnan(x) || x < 0.0LF) return vk_d_nan();
+    if (x == 0.0LF) return -vk_d_inf();
+    if (isinf(x)) return x;
+    double hi, lo;
+    vk_d_log2(x, hi, lo);
+    return hi + lo;
+}
+
+double vk_log1p(double x) {
+    if (abs(x) < 0.29LF) {                       // 1 + x is not rounded: use x itself
+        if (x == 0.0LF) return x;                // keeps -0
+        double hi, lo;
+        vk_d_log1pk(x, hi, lo);
+        return hi + lo;
+    }
+    if (isnan(x) || x < -1.0LF) return vk_d_nan();
+    if (x == -1.0LF) return -vk_d_inf();
+    if (isinf(x)) return x;
+    // log(u) with u = 1 + x rounded, plus the first-order term of the rounding error c
+    precise double u = 1.0LF + x;
+    precise double bb = u - 1.0LF;
+    precise double c = (1.0LF - (u - bb)) + (x - bb);
+    return vk_log(u) + c / u;
+}
+
+double vk_expm1(double x) {
+    if (abs(x) <= 0.34657359027997264LF) return x == 0.0LF ? x : vk_d_expm1k(x);   // keeps -0
+    if (isnan(x)) return x;
+    if (x > 709.79LF) return vk_d_inf();
+    if (x < -38.0LF) return -1.0LF;              // exp(x) < 2^-54
+    double k = floor(x * VK_D_LOG2E + 0.5LF);
+    precise double r = (x - k * VK_D_LN2_HI) - k * VK_D_LN2_LO;
+    double p = vk_d_expm1k(r);
+    int ki = int(k);
+    // 2^k (1 + p) - 1 = 2^k (p + (1 - 2^-k)); the bracket is exact for small k
+    if (ki < -2 || ki > 52) return vk_d_scale(1.0LF + p, ki) - 1.0LF;
+    return vk_d_scale(p + (1.0LF - vk_d_pow2(-ki)), ki);
+}
+
+// sin/cos of hi + lo on |hi| <= pi/4 (Taylor to x^19 / x^20; lo enters to first order)
+double vk_d_sink(double x, double y) {
+    double z = x * x;
+    double s = -8.22063524662433e-18LF;
+    s = 2.8114572543455206e-15LF + z * s;
+    s = -7.647163731819816e-13LF + z * s;
+    s = 1.6059043836821613e-10LF + z * s;
+    s = -2.505210838544172e-08LF + z * s;
+    s = 2.7557319223985893e-06LF + z * s;
+    s = -0.0001984126984126984LF + z * s;
+    s = 0.008333333333333333LF + z * s;
+    s = -0.16666666666666666LF + z * s;
+    return x + (x * z * s + y * (1.0LF - 0.5LF * z));
+}
+double vk_d_cosk(double x, double y) {
+    double z = x * x;
+    double c = 4.110317623312165e-19LF;
+    c = -1.5619206968586225e-16LF + z * c;
+    c = 4.779477332387385e-14LF + z * c;
+    c = -1.1470745597729725e-11LF + z * c;
+    c = 2.08767569878681e-09LF + z * c;
+    c = -2.755731922398589e-07LF + z * c;
+    c = 2.48015873015873e-05LF + z * c;
+    c = -0.001388888888888889LF + z * c;
+    c = 0.041666666666666664LF + z * c;
+    precise double hz = 0.5LF * z;
+    precise double w = 1.0LF - hz;
+    precise double v = w + (((1.0LF - w) - hz) + (z * z * c - x * y));  // recovers 1 - hz's rounding
+    return v;
+}
+
+// |x| = q pi/2 + (rh + rl) for finite |x| > pi/4, |rh + rl| <= pi/4 (vk_rem_pio2_bits)
+int vk_d_rem_pio2(double ax, out double rh, out double rl) {
+    uvec2 u = unpackDouble2x32(ax);
+    uint w[5];
+    bool neg;
+    int q = vk_rem_pio2_bits((u.y & 0xfffffu) | 0x100000u, u.x, int((u.y >> 20) & 0x7ffu) - 1075,
+                             w, neg);
+    // the 160-bit fraction as a double-double (each word is exact in a double)
+    precise double h = 0.0LF;
+    precise double l = 0.0LF;
+    for (int j = 0; j < 5; ++j) {
+        precise double v = double(w[j]) * vk_d_pow2(-32 * (j + 1));
+        precise double s = h + v;
+        precise double bb = s - h;
+        precise double err = (h - (s - bb)) + (v - bb);
+        precise double t = err + l;
+        h = s + t;
+        l = t - (h - s);
+    }
+    // times pi/2 = 1.5707963267948966 + 6.123233995736766e-17
+    precise double ph = h * 1.5707963267948966LF;
+    precise double pl = vk_d_mulerr(h, 1.5707963267948966LF, ph)
+                        + (h * 6.123233995736766e-17LF + l * 1.5707963267948966LF);
+    precise double h2 = ph + pl;
+    precise double l2 = pl - (h2 - ph);
+    rh = neg ? -h2 : h2;
+    rl = neg ? -l2 : l2;
+    return q;
+}
+
+double vk_sin(double x) {
+    double ax = abs(x);
+    if (ax <= 0.7853981633974483LF) return ax < 3.7252902984e-09LF ? x : vk_d_sink(x, 0.0LF);
+    if (isnan(x) || isinf(x)) return vk_d_nan();
+    double rh, rl;
+    int q = vk_d_rem_pio2(ax, rh, rl);
+    double v = (q & 1) == 0 ? vk_d_sink(rh, rl) : vk_d_cosk(rh, rl);
+    if (q >= 2) v = -v;
+    return x < 0.0LF ? -v : v;
+}
+
+double vk_cos(double x) {
+    double ax = abs(x);
+    if (ax <= 0.7853981633974483LF) return vk_d_cosk(ax, 0.0LF);
+    if (isnan(x) || isinf(x)) return vk_d_nan();
+    double rh, rl;
+    int q = vk_d_rem_pio2(ax, rh, rl);
+    double v = (q & 1) == 0 ? vk_d_cosk(rh, rl) : vk_d_sink(rh, rl);
+    return (q == 1 || q == 2) ? -v : v;
+}
+
+double vk_tanh(double x) {
+    double ax = abs(x);
+    if (ax > 19.1LF) return x > 0.0LF ? 1.0LF : -1.0LF;   // 1 - tanh < 2^-54
+    if (ax < 3.7252902984e-09LF) return x;                // x^3 / 3 below half an ulp
+    double e = vk_expm1(2.0LF * ax);
+    double t = e / (e + 2.0LF);
+    return x < 0.0LF ? -t : t;
+}
+
+double vk_sigmoid(double x) {
+    if (x >= 0.0LF) return 1.0LF / (1.0LF + vk_exp(-x));
+    double e = vk_exp(x);                                  // x < 0 or nan
+    return e / (1.0LF + e);
+}
+
+// erfc with the Chebyshev coefficients of math32.glsl at full double precision
+const double VK_D_ERFC_CHEB[28] = double[28](
+    -1.3026537197817094LF, 6.4196979235649026e-1LF, 1.9476473204185836e-2LF,
+    -9.561514786808631e-3LF, -9.46595344482036e-4LF, 3.66839497852761e-4LF,
+    4.2523324806907e-5LF, -2.0278578112534e-5LF, -1.624290004647e-6LF,
+    1.303655835580e-6LF, 1.5626441722e-8LF, -8.5238095915e-8LF, 6.529054439e-9LF,
+    5.059343495e-9LF, -9.91364156e-10LF, -2.27365122e-10LF, 9.6467911e-11LF,
+    2.394038e-12LF, -6.886027e-12LF, 8.94487e-13LF, 3.13092e-13LF, -1.12708e-13LF,
+    3.81e-16LF, 7.106e-15LF, -1.523e-15LF, -9.4e-17LF, 1.21e-16LF, -2.8e-17LF);
+
+// erf on |x| < 0.5 by its Maclaurin series to x^27, which avoids the 1 - erfc cancellation
+double vk_erf_series(double x) {
+    double z = x * x;
+    double p = -6.7113668551641105e-12LF;
+    p = 9.422759064650411e-11LF + z * p;
+    p = -1.2290555301717928e-09LF + z * p;
+    p = 1.4807192815879218e-08LF + z * p;
+    p = -1.6365844691234924e-07LF + z * p;
+    p = 1.6462114365889248e-06LF + z * p;
+    p = -1.492565035840625e-05LF + z * p;
+    p = 0.00012055332981789664LF + z * p;
+    p = -0.0008548327023450853LF + z * p;
+    p = 0.005223977625442188LF + z * p;
+    p = -0.026866170645131252LF + z * p;
+    p = 0.11283791670955126LF + z * p;
+    p = -0.37612638903183754LF + z * p;
+    return x * 1.1283791670955126LF + x * (z * p);
+}
+
+double vk_erfc(double x) {
+    if (isnan(x)) return x;
+    double z = abs(x);
+    if (z < 0.5LF) return 1.0LF - vk_erf_series(x);      // no cancellation: erf(x) < 0.53
+    if (z > 27.3LF) return x > 0.0LF ? 0.0LF : 2.0LF;    // erfc(27.3) is below the double range
+    double t = 2.0LF / (2.0LF + z);
+    double ty = 4.0LF * t - 2.0LF;
+    double d = 0.0LF, dd = 0.0LF;
+    for (int j = 27; j > 0; j--) { double tmp = d; d = ty * d - dd + VK_D_ERFC_CHEB[j]; dd = tmp; }
+    double zh = z * z;
+    double zl = vk_d_mulerr(z, z, zh);
+    // exp(-zh + E - zl) with -zh + E summed exactly (TwoSum) and handed to exp as hi + lo
+    double E = 0.5LF * (VK_D_ERFC_CHEB[0] + ty * d) - dd;
+    precise double sh = E - zh;
+    precise double bb = sh - E;
+    precise double sl = ((E - (sh - bb)) + (-zh - bb)) - zl;
+    double r = t * vk_d_exp2(sh, sl);
+    return x >= 0.0LF ? r : 2.0LF - r;
+}
+
+double vk_erf(double x) {
+    double ax = abs(x);
+    if (ax < 0.5LF) return vk_erf_series(x);
+    if (isnan(x)) return x;
+    if (ax > 6.0LF) return x > 0.0LF ? 1.0LF : -1.0LF;   // erfc(6) < 2^-54
+    double r = 1.0LF - vk_erfc(ax);
+    return x > 0.0LF ? r : -r;
+}
+
+// C99/NumPy pow (see math32.glsl); exp(y log|x|) with log and the product in double-double
+double vk_pow(double a, double b) {
+    if (b == 0.0LF || a == 1.0LF) return 1.0LF;
+    if (isnan(a) || isnan(b)) return vk_d_nan();
+    double aa = abs(a);
+    if (isinf(b)) {
+        if (aa == 1.0LF) return 1.0LF;
+        return ((aa > 1.0LF) == (b > 0.0LF)) ? vk_d_inf() : 0.0LF;
+    }
+    bool bint = b == floor(b);
+    bool bodd = bint && abs(b) < 9007199254740992.0LF && mod(b, 2.0LF) == 1.0LF;
+    bool aneg = unpackDouble2x32(a).y >= 0x80000000u;       // includes -0
+    if (a == 0.0LF || isinf(a)) {
+        double r = ((a == 0.0LF) == (b < 0.0LF)) ? vk_d_inf() : 0.0LF;
+        return (aneg && bodd) ? -r : r;
+    }
+    if (aneg && !bint) return vk_d_nan();
+    double lh, ll;
+    vk_d_log2(aa, lh, ll);
+    double r;
+    precise double yh = b * lh;
+    if (abs(yh) > 746.0LF) {
+        r = yh > 0.0LF ? vk_d_inf() : 0.0LF;
+    } else {
+        precise double yl = vk_d_mulerr(b, lh, yh) + b * ll;
+        r = vk_d_exp2(yh, yl);
+    }
+    return (aneg && bodd) ? -r : r;
+}
