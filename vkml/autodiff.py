@@ -487,7 +487,8 @@ class custom_vjp:
             outs = iter(inline_nodes(bt.graph(nodes), list(res_nodes) + list(g_nodes)))
             return [None if x is None else next(outs) for x in flat]
 
-        rec = CustomRecord(bwd_nodes, len(leaves), n_out, n_res, name)
+        rec = CustomRecord(bwd_nodes, len(leaves), n_out, n_res, name,
+                           tuple((o.shape, o.dtype) for o in fwd_graph.outputs[:n_out]))
         role = {}
         for k, o in enumerate(fwd_graph.outputs):
             role.setdefault(o.id, []).append(("out", k) if k < n_out else ("res", k - n_out))

@@ -147,9 +147,11 @@ _declare(OpKind.Arange, 0, ("n", "start", "step", "dtype"), _arange_shape,
 
 
 def _rand_shape(s, a):
-    if s[0] != (2,):
-        raise ShapeError(f"Rand: key must have shape (2,), got {s[0]}; make one with vkml.random.key")
-    return _shape_attr("Rand", tuple(a["shape"]))
+    # a batch of keys (..., 2) draws one independent block per key (how vmap batches Rand)
+    if len(s[0]) < 1 or s[0][-1] != 2:
+        raise ShapeError(f"Rand: key must have shape (2,) or a batch of keys (..., 2), got {s[0]}; "
+                         f"make one with vkml.random.key")
+    return tuple(s[0][:-1]) + _shape_attr("Rand", tuple(a["shape"]))
 
 
 def _rand_dtype(d, a):
@@ -160,7 +162,8 @@ def _rand_dtype(d, a):
 _declare(OpKind.Rand, 1, ("shape", "dtype"), _rand_shape, _rand_dtype, (dt.int32,), "rand",
          Grad.LEAF,
          "Counter-based random numbers (Philox-4x32-10) keyed by an int32[2] key: uniform in "
-         "[0, 1) for float dtypes, uniformly random 32-bit words for int32.", "leaf")
+         "[0, 1) for float dtypes, uniformly random 32-bit words for int32. A batch of keys "
+         "(..., 2) gives key.shape[:-1] + shape, each key's block exactly its own draw.", "leaf")
 
 # --------------------------------------------------------------------------- elementwise
 

@@ -50,12 +50,15 @@ def rematerialize(forward: set[int], outputs: list[Node]) -> list[Node]:
         return outputs
     copies: dict[int, Node] = {}
 
-    def recompute(n: Node) -> Node:
-        if not isinstance(n.tag, Region) or _saved(n) or n.op in (OpKind.Input, OpKind.Const):
+    def recompute(n: Node, region: Region | None = None) -> Node:
+        """A copy of n recomputed from its region's inputs (values from outside the
+        region, including other regions' outputs, are the saved residuals)."""
+        if (not isinstance(n.tag, Region) or (region is not None and n.tag != region)
+                or _saved(n) or n.op in (OpKind.Input, OpKind.Const)):
             return n
         c = copies.get(n.id)
         if c is None:
-            c = Node(n.op, [recompute(i) for i in n.inputs], n.attrs, tag=Recompute(n.tag),
+            c = Node(n.op, [recompute(i, n.tag) for i in n.inputs], n.attrs, tag=Recompute(n.tag),
                      shape=n.shape, dtype=n.dtype)
             copies[n.id] = c
         return c

@@ -25,6 +25,7 @@ class CustomRecord:
     n_out: int
     n_res: int
     name: str
+    out_avals: tuple = ()    # (shape, dtype) of each primal output
 
 
 @dataclass(frozen=True)

@@ -83,10 +83,13 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]) 
         rec = regions.trigger(n) if regions else None
         if rec is not None:
             args, outs_, res = regions.parts(rec)
-            gs = [ct[o.id].n if o.id in ct else full(o.shape, 0, o.dtype).n for o in outs_]
-            for a, c in zip(args, rec.bwd(res, gs)):
-                if c is not None and a.id in req:
-                    give(a, E(c))
+            # outputs this graph never used (or that got no cotangent) contribute zeros
+            if any(o is not None and o.id in ct for o in outs_):
+                gs = [ct[o.id].n if o is not None and o.id in ct else full(s, 0, d).n
+                      for o, (s, d) in zip(outs_, rec.out_avals)]
+                for a, c in zip(args, rec.bwd(res, gs)):
+                    if c is not None and a is not None and a.id in req:
+                        give(a, E(c))
     result = [ct[w.id].n if w.id in ct else full(w.shape, 0, w.dtype).n for w in wrt]
     return _ckpt.rematerialize({n.id for n in order}, result)
 

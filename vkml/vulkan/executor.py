@@ -165,146 +165,188 @@ def plan(graph: Graph) -> Plan:
     return p
 
 
+class Lowered:
+    """A graph lowered onto concrete buffers: the dispatches and where each output lives."""
+
+    def __init__(self, plan: Plan, dispatches: list, outputs: list, arena: Buffer | None, held: list):
+        self.plan, self.dispatches, self.outputs, self.arena, self.held = plan, dispatches, outputs, arena, held
+
+
+def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer]) -> Lowered:
+    """Plan the graph, allocate its arena and output buffers, lower every node."""
+    if len(inputs) != len(graph.inputs):
+        raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
+    p = plan(graph)
+    arena = rt.allocator.alloc(p.arena_bytes, "intermediates") if p.arena_bytes else None
+    views: dict[int, View] = {}
+    held: dict[int, Buffer] = {}
+    for node, buf in zip(graph.inputs, inputs):
+        views[node.id] = view_of(buf, node.shape, node.dtype)
+        held[node.id] = buf
+    results: dict[int, Buffer] = {}
+    dispatches: list[Dispatch] = []
+    for n in graph.nodes:
+        if n.id in views:
+            continue
+        if n.op is OpKind.Const:
+            buf = n.attrs["value"]._buf
+            views[n.id] = view_of(buf, n.shape, n.dtype)
+            held[n.id] = buf
+            continue
+        if n.op is OpKind.Input:
+            raise ValueError(f"input {n} has no value")
+        if n.id in p.offsets:
+            v = View(arena.block.buffer, arena.offset + p.offsets[n.id], _nbytes(n), id(arena.block),
+                     n.shape, n.dtype)
+        else:
+            b = rt.allocator.alloc(_nbytes(n), SPECS[n.op].name)
+            results[n.id] = b
+            v = view_of(b, n.shape, n.dtype)
+        views[n.id] = v
+        if n.size == 0:
+            continue
+        scratch = None
+        if n.id in p.scratch:
+            off, sb = p.scratch[n.id]
+            scratch = View(arena.block.buffer, arena.offset + off, sb, id(arena.block), (sb // 4,),
+                           dt.int32)
+        ctx = LowerCtx(rt, scratch)
+        family(SPECS[n.op].kernel).lower(n, [views[i.id] for i in n.inputs], v, ctx)
+        dispatches.extend(ctx.dispatches)
+    outs = [results[o.id] if o.id in results else held[o.id] for o in graph.outputs]
+    return Lowered(p, dispatches, outs, arena, list(held.values()))
+
+
+_BARRIER_SRC = (vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT)
+_BARRIER_DST = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
+                | vk.VK_ACCESS_HOST_READ_BIT)
+
+
+class Recording:
+    """Dispatches bound to descriptor sets and recorded into one command buffer.
+
+    Built once; `submit()` can run it again and again (jit replays it).
+    """
+
+    def __init__(self, rt, dispatches: list[Dispatch]):
+        self.rt = rt
+        dev = rt.dev
+        d = dev.device
+        self.n_dispatches = len(dispatches)
+        align = max(dev.storage_alignment, 16) // 4
+        offs, total = [], 0
+        for ds in dispatches:
+            offs.append(total)
+            total += -(-max(ds.meta.size, 1) // align) * align
+        self.meta_buf = rt.allocator.alloc(total * 4, "meta", host=True)
+        mb = self.meta_buf
+        mv = mb.block.mapped[mb.offset:mb.offset + total * 4].view(np.int32)
+        for ds, o in zip(dispatches, offs):
+            mv[o:o + ds.meta.size] = ds.meta
+        n_bind = sum(len(ds.views) + 1 for ds in dispatches)
+        with dev.lock:
+            self.pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(
+                maxSets=max(len(dispatches), 1),
+                pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                    descriptorCount=max(n_bind, 1))]), None)
+            sets = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
+                descriptorPool=self.pool, descriptorSetCount=len(dispatches),
+                pSetLayouts=[ds.kernel.set_layout for ds in dispatches])) if dispatches else []
+            writes, keep = [], []
+            for ds, s, o in zip(dispatches, sets, offs):
+                infos = [vk.VkDescriptorBufferInfo(buffer=mb.block.buffer, offset=mb.offset + o * 4,
+                                                   range=max(ds.meta.size, 1) * 4)]
+                infos += [vk.VkDescriptorBufferInfo(buffer=v.vkbuf, offset=v.offset,
+                                                    range=max(v.nbytes, 4)) for v in ds.views]
+                keep.append(infos)
+                for b, info in enumerate(infos):
+                    writes.append(vk.VkWriteDescriptorSet(
+                        dstSet=s, dstBinding=b, descriptorCount=1,
+                        descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[info]))
+            if writes:
+                vk.vkUpdateDescriptorSets(d, len(writes), writes, 0, None)
+            self.cb = vk.vkAllocateCommandBuffers(d, vk.VkCommandBufferAllocateInfo(
+                commandPool=dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                commandBufferCount=1))[0]
+            cb = self.cb
+            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(flags=0))
+            barrier = vk.VkMemoryBarrier(srcAccessMask=_BARRIER_SRC, dstAccessMask=_BARRIER_DST)
+            # writes of earlier submissions and of the host become visible here
+            vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                                    vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [barrier],
+                                    0, None, 0, None)
+            written: list[tuple] = []
+            read: list[tuple] = []
+            self.barriers = 0
+            maxx, maxy = dev.max_workgroup_count[0], dev.max_workgroup_count[1]
+
+            def hit(a, bs):
+                return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in bs)
+            for ds, s in zip(dispatches, sets):
+                rr = [(v.region, v.offset, v.offset + v.nbytes) for v in ds.views]
+                ws = [rr[i] for i in ds.writes]
+                rs = [r for i, r in enumerate(rr) if i not in ds.writes]
+                if any(hit(r, written) for r in rs + ws) or any(hit(w, read) for w in ws):
+                    vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                            vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                                            [barrier], 0, None, 0, None)
+                    self.barriers += 1
+                    written, read = [], []
+                written += ws
+                read += rs
+                vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.pipeline)
+                vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.layout,
+                                           0, 1, [s], 0, None)
+                gx = min(ds.groups, maxx)
+                gy = -(-ds.groups // gx)
+                if gy > maxy:
+                    raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
+                vk.vkCmdDispatch(cb, gx, gy, 1)
+            # results become visible to the host and to later transfers
+            vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                    vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                                    0, 1, [barrier], 0, None, 0, None)
+            vk.vkEndCommandBuffer(cb)
+        self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
+        self._submit_info = vk.VkSubmitInfo(pCommandBuffers=[cb])
+
+    def submit(self, before=None, after=None) -> None:
+        """Run the recording (optionally with command buffers before/after it) and wait."""
+        dev = self.rt.dev
+        d = dev.device
+        with dev.lock:
+            if before is None and after is None:
+                info = self._submit_info
+            else:
+                cbs = [c for c in (before, self.cb, after) if c is not None]
+                info = vk.VkSubmitInfo(pCommandBuffers=cbs)
+            vk.vkQueueSubmit(dev.queue, 1, [info], self.fence)
+            vk.vkWaitForFences(d, 1, [self.fence], vk.VK_TRUE, 2**63 - 1)
+            vk.vkResetFences(d, 1, [self.fence])
+
+    def __del__(self):
+        try:
+            d = self.rt.dev.device
+            vk.vkFreeCommandBuffers(d, self.rt.dev.command_pool, 1, [self.cb])
+            vk.vkDestroyDescriptorPool(d, self.pool, None)
+            vk.vkDestroyFence(d, self.fence, None)
+        except Exception:
+            pass
+
+
 class Executor:
     """Runs graphs on one device."""
 
     def __init__(self, rt):
         self.rt = rt
-        self.fence = vk.vkCreateFence(rt.dev.device, vk.VkFenceCreateInfo(), None)
         self.last_plan: Plan | None = None
         self.last_dispatch_count = 0
 
     def run(self, graph: Graph, inputs: Sequence[Buffer]) -> list[Buffer]:
         """Execute graph with the given input buffers; returns one Buffer per output."""
-        rt = self.rt
-        if len(inputs) != len(graph.inputs):
-            raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
-        p = plan(graph)
-        self.last_plan = p
-        arena = rt.allocator.alloc(p.arena_bytes, "intermediates") if p.arena_bytes else None
-        views: dict[int, View] = {}
-        held: dict[int, Buffer] = {}
-        for node, buf in zip(graph.inputs, inputs):
-            views[node.id] = view_of(buf, node.shape, node.dtype)
-            held[node.id] = buf
-        results: dict[int, Buffer] = {}
-        dispatches: list[Dispatch] = []
-        for n in graph.nodes:
-            if n.id in views:
-                continue
-            if n.op is OpKind.Const:
-                buf = n.attrs["value"]._buf
-                views[n.id] = view_of(buf, n.shape, n.dtype)
-                held[n.id] = buf
-                continue
-            if n.op is OpKind.Input:
-                raise ValueError(f"input {n} has no value")
-            if n.id in p.offsets:
-                v = View(arena.block.buffer, arena.offset + p.offsets[n.id], _nbytes(n), id(arena.block),
-                         n.shape, n.dtype)
-            else:
-                b = rt.allocator.alloc(_nbytes(n), SPECS[n.op].name)
-                results[n.id] = b
-                v = view_of(b, n.shape, n.dtype)
-            views[n.id] = v
-            if n.size == 0:
-                continue
-            scratch = None
-            if n.id in p.scratch:
-                off, sb = p.scratch[n.id]
-                scratch = View(arena.block.buffer, arena.offset + off, sb, id(arena.block), (sb // 4,),
-                               dt.int32)
-            ctx = LowerCtx(rt, scratch)
-            family(SPECS[n.op].kernel).lower(n, [views[i.id] for i in n.inputs], v, ctx)
-            dispatches.extend(ctx.dispatches)
-        self.last_dispatch_count = len(dispatches)
-        if dispatches:
-            self.submit(dispatches)
-        out = []
-        for o in graph.outputs:
-            out.append(results[o.id] if o.id in results else held[o.id])
-        return out
-
-    def submit(self, dispatches: list[Dispatch]) -> None:
-        rt = self.rt
-        dev = rt.dev
-        d = dev.device
-        align = max(dev.storage_alignment, 16) // 4
-        # meta of every dispatch in one host-visible buffer, each aligned for binding
-        offs, total = [], 0
-        for ds in dispatches:
-            offs.append(total)
-            total += -(-max(ds.meta.size, 1) // align) * align
-        meta_buf = rt.allocator.alloc(total * 4, "meta", host=True)
-        mv = meta_buf.block.mapped[meta_buf.offset:meta_buf.offset + total * 4].view(np.int32)
-        for ds, o in zip(dispatches, offs):
-            mv[o:o + ds.meta.size] = ds.meta
-        n_bind = sum(len(ds.views) + 1 for ds in dispatches)
-        with dev.lock:
-            pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(
-                maxSets=len(dispatches),
-                pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                    descriptorCount=n_bind)]), None)
-            try:
-                sets = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
-                    descriptorPool=pool, descriptorSetCount=len(dispatches),
-                    pSetLayouts=[ds.kernel.set_layout for ds in dispatches]))
-                writes, keep = [], []
-                for ds, s, o in zip(dispatches, sets, offs):
-                    infos = [vk.VkDescriptorBufferInfo(buffer=meta_buf.block.buffer,
-                                                       offset=meta_buf.offset + o * 4,
-                                                       range=max(ds.meta.size, 1) * 4)]
-                    infos += [vk.VkDescriptorBufferInfo(buffer=v.vkbuf, offset=v.offset,
-                                                        range=max(v.nbytes, 4)) for v in ds.views]
-                    keep.append(infos)
-                    for b, info in enumerate(infos):
-                        writes.append(vk.VkWriteDescriptorSet(
-                            dstSet=s, dstBinding=b, descriptorCount=1,
-                            descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[info]))
-                vk.vkUpdateDescriptorSets(d, len(writes), writes, 0, None)
-                cb = vk.vkAllocateCommandBuffers(d, vk.VkCommandBufferAllocateInfo(
-                    commandPool=dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                    commandBufferCount=1))[0]
-                vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
-                    flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-                barrier = vk.VkMemoryBarrier(
-                    srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
-                    | vk.VK_ACCESS_HOST_WRITE_BIT,
-                    dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
-                # earlier submissions' writes (uploads by copy) become visible here
-                vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                                        vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [barrier],
-                                        0, None, 0, None)
-                written: list[tuple] = []
-                read: list[tuple] = []
-                maxx, maxy = dev.max_workgroup_count[0], dev.max_workgroup_count[1]
-                for ds, s in zip(dispatches, sets):
-                    rr = [(v.region, v.offset, v.offset + v.nbytes) for v in ds.views]
-                    ws = [rr[i] for i in ds.writes]
-                    rs = [r for i, r in enumerate(rr) if i not in ds.writes]
-
-                    def hit(a, bs):
-                        return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in bs)
-                    if any(hit(r, written) for r in rs + ws) or any(hit(w, read) for w in ws):
-                        vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                                vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                                                [barrier], 0, None, 0, None)
-                        written, read = [], []
-                    written += ws
-                    read += rs
-                    vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.pipeline)
-                    vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.layout,
-                                               0, 1, [s], 0, None)
-                    gx = min(ds.groups, maxx)
-                    gy = -(-ds.groups // gx)
-                    if gy > maxy:
-                        raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
-                    vk.vkCmdDispatch(cb, gx, gy, 1)
-                vk.vkEndCommandBuffer(cb)
-                vk.vkQueueSubmit(dev.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])], self.fence)
-                vk.vkWaitForFences(d, 1, [self.fence], vk.VK_TRUE, 2**63 - 1)
-                vk.vkResetFences(d, 1, [self.fence])
-                vk.vkFreeCommandBuffers(d, dev.command_pool, 1, [cb])
-            finally:
-                vk.vkDestroyDescriptorPool(d, pool, None)
-        meta_buf.release()
+        low = lower_graph(self.rt, graph, inputs)
+        self.last_plan = low.plan
+        self.last_dispatch_count = len(low.dispatches)
+        if low.dispatches:
+            Recording(self.rt, low.dispatches).submit()
+        return low.outputs

@@ -12,10 +12,15 @@ Every step is uint arithmetic or an exact power-of-two scaling, so the bits are 
 on every device. RAND_DOMAIN is the counter's last word: 0 for Rand (so that key 0,
 element 0 reproduces the Random123 known-answer vector); any other kernel that draws
 Philox numbers must use a different domain so its streams never overlap Rand's.
+
+A batch of keys (..., 2) (what vmap makes of a Rand on a mapped key) gives one block of
+`prod(shape)` elements per key, each with the counters 0, 1, ... it would use alone, so
+every example gets exactly its unbatched numbers.
 """
 from __future__ import annotations
 
 from ...trace import dtypes as dt
+from ...trace.shapes import size_of
 from ..kernels import binding
 
 RAND_DOMAIN = 0
@@ -47,11 +52,14 @@ uvec4 philox4x32_10(uvec4 c, uvec2 k) {
 _BODY = """{decl}
 {philox}
 void main() {{
-  uint i = gidx();
-  if (i >= uint(meta[0])) return;
-  uvec2 k = uvec2(uint(key[0]), uint(key[1]));
+  uint g = gidx();
+  if (g >= uint(meta[0])) return;
+  // meta[2] (elements per key) is >= 1 here: a total of 0 has returned above
+  uint n = uint(meta[2]);
+  uint kb = g / n, i = g - kb * n;
+  uvec2 k = uvec2(uint(key[2u * kb]), uint(key[2u * kb + 1u]));
   uvec4 w = philox4x32_10(uvec4(i, 0u, 0u, uint(meta[1])), k);
-  o[i] = {value};
+  o[g] = {value};
 }}
 """
 
@@ -65,7 +73,8 @@ _VALUE = {
 
 
 def lower(node, ins, out, ctx) -> None:
-    """Fill `out` with Philox draws keyed by the int32[2] view `ins[0]`.
+    """Fill `out` with Philox draws keyed by the int32 view `ins[0]` of shape (..., 2):
+    one block of prod(node.attrs["shape"]) elements per key.
 
     >>> # vkml.array.bind(OpKind.Rand, [vkml.random.key(0)], shape=(3,), dtype="float32")
     """
@@ -78,5 +87,6 @@ def lower(node, ins, out, ctx) -> None:
     decl = binding(1, "int", "key", readonly=True) + binding(2, dt.glsl_type(d), "o")
     body = _BODY.format(decl=decl, philox=PHILOX_GLSL, value=_VALUE[d])
     k = ctx.kernel(f"Rand_{d.name}", body, 2)
-    n = out.size
-    ctx.dispatch(k, [n, RAND_DOMAIN], [ins[0], out], writes=(1,), threads=n)
+    total = out.size
+    per_key = size_of(node.attrs["shape"])
+    ctx.dispatch(k, [total, RAND_DOMAIN, per_key], [ins[0], out], writes=(1,), threads=total)

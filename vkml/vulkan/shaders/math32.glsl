@@ -299,7 +299,8 @@ float vk_erf_series(float x) {
               + x2 * (-0.026866170645131252 + x2 * (0.005223977625442188
               + x2 * (-0.0008548327023450853 + x2 * 0.00012055332981789664)))));
     // 2/sqrt(pi) = 1.128379225730896 - 5.8635383e-08: the float constant alone is 0.4 ulp off
-    return x * 1.128379225730896 + x * (-5.8635383e-08 + p);
+    precise float r = x * 1.128379225730896 + x * (-5.8635383e-08 + p);   // precise: no refactoring
+    return r;
 }
 
 float vk_erfc(float x) {
@@ -315,7 +316,7 @@ float vk_erfc(float x) {
     float zh = z * z;
     float zl = vk_f_mulerr(z, z, zh);
     // exp(-zh + E - zl) with -zh + E summed exactly (TwoSum) and handed to exp as hi + lo
-    float E = 0.5 * (VK_F_ERFC_CHEB[0] + ty * d) - dd;
+    precise float E = 0.5 * (VK_F_ERFC_CHEB[0] + ty * d) - dd;
     precise float sh = E - zh;
     precise float bb = sh - E;
     precise float sl = ((E - (sh - bb)) + (-zh - bb)) - zl;

@@ -74,7 +74,16 @@ void vk_d_log1pk(double f, out double hi, out double lo) {
     precise double sh = f / d;
     precise double ph = sh * d;
     precise double sl = (((f - ph) - vk_d_mulerr(sh, d, ph)) - sh * dl) / d;
-    double z = sh * sh;
+    // the tail's first term 2s^3/3 is up to 1% of the result: take it in double-double too
+    precise double zh = sh * sh;
+    precise double zl = vk_d_mulerr(sh, sh, zh) + 2.0LF * sh * sl;
+    precise double ch = sh * zh;                                    // s^3
+    precise double cl = vk_d_mulerr(sh, zh, ch) + (sh * zl + sl * zh);
+    precise double th = ch * 0.6666666666666666LF;                  // 2/3 = this + 3.7e-17
+    precise double tl = vk_d_mulerr(ch, 0.6666666666666666LF, th)
+                        + (ch * 3.700743415417188e-17LF + cl * 0.6666666666666666LF);
+    // the rest, 2s^5/5 + 2s^7/7 + ..., is below 2e-4 of the result: double is plenty
+    double z = zh;
     double R = 0.08LF;
     R = 0.08695652173913043LF + z * R;
     R = 0.09523809523809523LF + z * R;
@@ -86,12 +95,14 @@ void vk_d_log1pk(double f, out double hi, out double lo) {
     R = 0.2222222222222222LF + z * R;
     R = 0.2857142857142857LF + z * R;
     R = 0.4LF + z * R;
-    R = 0.6666666666666666LF + z * R;
-    R *= z;
+    R *= ch * z;
     precise double h = 2.0LF * sh;
-    precise double l = 2.0LF * sl + sh * R;
-    precise double rh = h + l;                       // out parameters cannot be precise:
-    precise double rl = l - (rh - h);                // renormalise in precise locals
+    precise double s1 = h + th;                                     // TwoSum(h, th)
+    precise double bb = s1 - h;
+    precise double e1 = (h - (s1 - bb)) + (th - bb);
+    precise double l = e1 + (2.0LF * sl + (tl + R));
+    precise double rh = s1 + l;                      // out parameters cannot be precise:
+    precise double rl = l - (rh - s1);               // renormalise in precise locals
     hi = rh;
     lo = rl;
 }
@@ -280,7 +291,8 @@ double vk_erf_series(double x) {
     p = -0.026866170645131252LF + z * p;
     p = 0.11283791670955126LF + z * p;
     p = -0.37612638903183754LF + z * p;
-    return x * 1.1283791670955126LF + x * (z * p);
+    precise double r = x * 1.1283791670955126LF + x * (z * p);
+    return r;
 }
 
 double vk_erfc(double x) {
@@ -295,7 +307,7 @@ double vk_erfc(double x) {
     double zh = z * z;
     double zl = vk_d_mulerr(z, z, zh);
     // exp(-zh + E - zl) with -zh + E summed exactly (TwoSum) and handed to exp as hi + lo
-    double E = 0.5LF * (VK_D_ERFC_CHEB[0] + ty * d) - dd;
+    precise double E = 0.5LF * (VK_D_ERFC_CHEB[0] + ty * d) - dd;
     precise double sh = E - zh;
     precise double bb = sh - E;
     precise double sl = ((E - (sh - bb)) + (-zh - bb)) - zl;

@@ -1,0 +1,137 @@
+"""Softmax and LogSoftmax along one axis, numerically stable.
+
+The contiguous input is viewed as (A, N, B) rows as in Cumsum: row (a, b) holds N
+elements B apart. Per row: m = max (nan propagates), s = sum(exp(x - m)), then
+softmax = exp(x - m) / s and log_softmax = (x - m) - log(s), exactly JAX's formulas, so
+the edge cases match JAX: a -inf entry gives 0 / -inf, an all -inf row (x - m is nan)
+and a row holding nan or +inf give nan.
+
+Two kernels: one thread per row (short rows, or many rows on a CPU device where each
+lane then streams its own row), or one workgroup per row with interleaved loads and
+subgroup + shared-memory reductions for the max and the sum.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ...trace import dtypes as dt
+from ...trace.ops import OpKind
+from ..kernels import binding
+from .elementwise import math_lib
+from .scan import rows_of
+
+THREAD_MAX_N = 32        # rows at most this long always get a thread each
+STRATEGY: str | None = None   # "cpu" / "gpu" forces the kernel choice (tests)
+
+
+def strategy() -> str:
+    if STRATEGY is not None:
+        return STRATEGY
+    from ..device import get
+    return "cpu" if get().is_cpu else "gpu"
+
+
+def _neg_inf(T: str) -> str:
+    return "uintBitsToFloat(0xff800000u)" if T == "float" else "packDouble2x32(uvec2(0u, 0xfff00000u))"
+
+
+def _nan(T: str) -> str:
+    return "uintBitsToFloat(0x7fc00000u)" if T == "float" else "packDouble2x32(uvec2(0u, 0x7ff80000u))"
+
+
+def _result(op: OpKind, T: str) -> str:
+    """GLSL for the output element from xv (the input), m (row max) and s (the sum)."""
+    if op is OpKind.Softmax:
+        return "vk_exp(xv - m) / s"
+    return "(xv - m) - vk_log(s)"
+
+
+_ROW = """
+void main() {{
+  int rows = meta[0]; int N = meta[1]; int B = meta[2];
+  uint g = {gid};
+  if (g >= uint(rows)) return;
+  int row = int(g); int a = row / B; int base = a * N * B + (row - a * B);
+"""
+
+
+@lru_cache(maxsize=None)
+def thread_source(op: OpKind, T: str) -> str:
+    """One thread per row: three serial sweeps (max, sum of exp, write)."""
+    return (binding(1, T, "o") + binding(2, T, "x", readonly=True) + math_lib(T)
+            + _ROW.format(gid="gidx()") +
+            f"""  {T} m = {_neg_inf(T)};
+  for (int i = 0; i < N; ++i) {{ {T} v = x[base + i * B]; if (v > m || isnan(v)) m = v; }}
+  {T} s = {T}(0);
+  for (int i = 0; i < N; ) {{
+    // blocks of 32 keep the sum's rounding error small for long rows
+    {T} part = {T}(0); int kend = min(N, i + 32);
+    for (; i < kend; ++i) part += vk_exp(x[base + i * B] - m);
+    s += part;
+  }}
+  for (int i = 0; i < N; ++i) {{ {T} xv = x[base + i * B]; o[base + i * B] = {_result(op, T)}; }}
+}}
+""")
+
+
+@lru_cache(maxsize=None)
+def group_source(op: OpKind, T: str, lx: int) -> str:
+    """One workgroup per row: threads stride the row; the max and the sum are reduced
+    over subgroups, then over the workgroup through shared memory."""
+    return (binding(1, T, "o") + binding(2, T, "x", readonly=True) + math_lib(T) +
+            f"""shared {T} part_sh[{lx}];
+{T} wg_max({T} v) {{
+  // subgroupMax need not propagate nan: look for one separately
+  {T} r = subgroupMax(isnan(v) ? 1 : 0) != 0 ? {_nan(T)} : subgroupMax(v);
+  if (subgroupElect()) part_sh[gl_SubgroupID] = r;
+  barrier();
+  r = part_sh[0];
+  for (uint i = 1u; i < gl_NumSubgroups; ++i) {{ {T} w = part_sh[i]; if (w > r || isnan(w)) r = w; }}
+  barrier();
+  return r;
+}}
+{T} wg_sum({T} v) {{
+  v = subgroupAdd(v);
+  if (subgroupElect()) part_sh[gl_SubgroupID] = v;
+  barrier();
+  {T} r = {T}(0);
+  for (uint i = 0u; i < gl_NumSubgroups; ++i) r += part_sh[i];
+  barrier();
+  return r;
+}}
+""" + _ROW.format(gid="group_id()") + f"""  int t = int(gl_LocalInvocationID.x);
+  {T} m = {_neg_inf(T)};
+  for (int i = t; i < N; i += {lx}) {{ {T} v = x[base + i * B]; if (v > m || isnan(v)) m = v; }}
+  m = wg_max(m);
+  {T} s = {T}(0);
+  for (int i = t; i < N; ) {{
+    {T} part = {T}(0); int kend = min(N, i + 32 * {lx});
+    for (; i < kend; i += {lx}) part += vk_exp(x[base + i * B] - m);
+    s += part;
+  }}
+  s = wg_sum(s);
+  for (int i = t; i < N; i += {lx}) {{ {T} xv = x[base + i * B]; o[base + i * B] = {_result(op, T)}; }}
+}}
+""")
+
+
+def lower(node, ins, out, ctx) -> None:
+    """Softmax / LogSoftmax of ins[0] along node.attrs['axis'].
+
+    >>> import vkml
+    >>> from vkml.trace.ops import OpKind
+    >>> vkml.array.bind(OpKind.Softmax, [vkml.numpy.zeros((2, 4))], axis=1)  # doctest: +SKIP
+    """
+    x = ins[0]
+    A, N, B = rows_of(x.shape, node.attrs["axis"])
+    rows = A * B
+    T = dt.glsl_type(x.dtype)
+    meta = [rows, N, B]
+    cpu = strategy() == "cpu"
+    if N <= THREAD_MAX_N or (cpu and rows >= 64) or (B > 1 and rows >= 4096 and N <= 1024):
+        k = ctx.kernel(node.op.value, thread_source(node.op, T), 2)
+        ctx.dispatch(k, meta, [out, x], threads=rows)
+    else:
+        lx = 256 if N >= 2048 else 128 if N >= 512 else 64
+        k = ctx.kernel(node.op.value + "_wg", group_source(node.op, T, lx), 2, local_size=lx)
+        ctx.dispatch(k, meta, [out, x], groups=rows)
