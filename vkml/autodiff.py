@@ -222,14 +222,35 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     return tree_unflatten(out_tree, res[:n]), tree_unflatten(out_tree, res[n:])
 
 
-def _onehot(size: int, i: int, dtype) -> Node:
-    """A flat one-hot row made on the device (Arange == i)."""
-    ar = eop(OpKind.Arange, n=size, start=0, step=1, dtype=dt.int32)
-    return eop(OpKind.Cast, eop(OpKind.Equal, ar, full((), i, dt.int32)), dtype=np.dtype(dtype)).n
+def _basis_block(total: int, offset: int, shape: tuple, dtype) -> Node:
+    """Rows offset..offset+size(shape) of the total x total identity, as (total,) + shape:
+    example b of a vmap over it is the b-th standard basis vector's piece of this shape.
+    Made on the device (Arange == Arange), so the graph does not grow with `total`."""
+    size = 1
+    for d in shape:
+        size *= d
+    rows = ereshape(eop(OpKind.Arange, n=total, start=0, step=1, dtype=dt.int32), (total, 1))
+    cols = ereshape(eop(OpKind.Arange, n=size, start=offset, step=1, dtype=dt.int32), (1, size))
+    eye = eop(OpKind.Cast, eop(OpKind.Equal, rows, cols), dtype=np.dtype(dtype))
+    return ereshape(eye, (total,) + tuple(shape)).n
+
+
+def _batch_rows(node: Node, batched: bool, total: int, start: int, stop: int) -> Node:
+    """Rows start..stop of a vmap result over `total` examples (broadcast first when the
+    result did not depend on the mapped input)."""
+    from .transforms.expr import expand as eexpand
+    x = E(node) if batched else eexpand(E(node), (total,) + node.shape)
+    if (start, stop) == (0, total):
+        return x.n
+    nd = len(x.shape)
+    return eop(OpKind.Slice, x, starts=(start,) + (0,) * (nd - 1), stops=(stop,) + x.shape[1:],
+               steps=(1,) * nd).n
 
 
 def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
-    """The Jacobian by reverse mode: one vjp row per output element, all in one graph.
+    """The Jacobian by reverse mode: the vjp graph vmapped over the standard basis of the
+    outputs, so every row comes from one batched backward pass (the graph and the number
+    of kernel dispatches do not grow with the output size).
 
     Result leaves have shape out.shape + in.shape (JAX's layout).
 
@@ -237,6 +258,8 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     >>> vkml.jacrev(lambda x: x * 2.0)(vnp.ones(2)).numpy().tolist()
     [[2.0, 0.0], [0.0, 2.0]]
     """
+    from .transforms.vmap import batch_nodes
+
     def wrapped(*args):
         nums = _argnums(argnums, len(args), "jacrev")
         graph, out_tree, captured, leaves = trace_flat(f, args)
@@ -245,22 +268,28 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         wrt = [graph.inputs[i] for a in nums for i in range(sl[a][0], sl[a][1])]
         _check_float_inputs("jacrev", wrt)
         outs = list(graph.outputs)
-        jac_nodes = []          # per output leaf, per wrt leaf
-        for r in outs[:n_main]:
+        roots = outs[:n_main]
+        for r in roots:
             if not dt.is_float(r.dtype):
                 raise DTypeError(f"jacrev: output of dtype {r.dtype} has no Jacobian")
-            rows = [backward([r], [ereshape(E(_onehot(r.size, i, r.dtype)), r.shape).n], wrt)
-                    for i in range(r.size)]
-            per_w = []
+        total = sum(r.size for r in roots)
+        offsets = [sum(r.size for r in roots[:k]) for k in range(len(roots))]
+        base = len(graph.inputs)
+        us = [Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype, "index": base + k})
+              for k, r in enumerate(roots)]
+        grads = backward(roots, us, wrt) if total else []
+        env = {i.id: (i, False) for i in graph.inputs}
+        env.update({u.id: (_basis_block(total, off, r.shape, r.dtype), True)
+                    for u, r, off in zip(us, roots, offsets)})
+        rows = batch_nodes(grads, env, total) if total else []
+        flat = []               # per output leaf, per wrt leaf
+        for r, off in zip(roots, offsets):
             for k, w in enumerate(wrt):
                 if r.size == 0:
-                    per_w.append(full(r.shape + w.shape, 0, w.dtype).n)
+                    flat.append(full(r.shape + w.shape, 0, w.dtype).n)
                     continue
-                parts = [ereshape(E(row[k]), (1,) + w.shape).n for row in rows]
-                cat = parts[0] if len(parts) == 1 else Node(OpKind.Concat, parts, {"axis": 0})
-                per_w.append(ereshape(E(cat), r.shape + w.shape).n)
-            jac_nodes.append(per_w)
-        flat = [n for per_w in jac_nodes for n in per_w]
+                block = _batch_rows(*rows[k], total, off, off + r.size)
+                flat.append(ereshape(E(block), r.shape + w.shape).n)
         g = simplify(Graph(graph.inputs, outs + flat))
         res = call_graph(g, leaves + captured)
         vals, jl = res[:len(outs)], res[len(outs):]
@@ -283,12 +312,16 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
 
 
 def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """The Jacobian by forward mode: one jvp column per input element, all in one graph.
+    """The Jacobian by forward mode: the jvp graph vmapped over the standard basis of the
+    inputs, so every column comes from one batched pass (the graph and the number of
+    kernel dispatches do not grow with the input size).
 
     >>> import vkml, vkml.numpy as vnp
     >>> vkml.jacfwd(lambda x: x * x)(vnp.asarray([1.0, 2.0])).numpy().tolist()
     [[2.0, 0.0], [0.0, 4.0]]
     """
+    from .transforms.vmap import batch_nodes, move_axis
+
     def wrapped(*args):
         nums = _argnums(argnums, len(args), "jacfwd")
         sl = _arg_slices(args)
@@ -303,25 +336,27 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         base = len(graph.inputs)
         us = [Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype, "index": base + k})
               for k, r in enumerate(roots)]
-        g1 = backward(roots, us, wrt)          # linear in us
-        cols_per_w = []
-        for k, w in enumerate(wrt):
-            cols = []
-            for i in range(w.size):
-                t = [ereshape(E(_onehot(w.size, i, w.dtype)), w.shape).n if j == k
-                     else full(wj.shape, 0, wj.dtype).n for j, wj in enumerate(wrt)]
-                cols.append(backward(g1, t, us))   # J e_i for every output
-            cols_per_w.append(cols)
+        ts = [Node(OpKind.Input, (), {"shape": w.shape, "dtype": w.dtype, "index": base + len(us) + k})
+              for k, w in enumerate(wrt)]
+        total = sum(w.size for w in wrt)
+        offsets = [sum(w.size for w in wrt[:k]) for k in range(len(wrt))]
+        cols = []
+        if total and any(r.size for r in roots):
+            g1 = backward(roots, us, wrt)          # linear in us
+            jt = backward(g1, ts, us)             # J t for every output: the jvp graph
+            env = {i.id: (i, False) for i in list(graph.inputs) + us}
+            env.update({t.id: (_basis_block(total, off, w.shape, w.dtype), True)
+                        for t, w, off in zip(ts, wrt, offsets)})
+            cols = batch_nodes(jt, env, total)   # (total,) + r.shape per output
         flat = []
         for oi, r in enumerate(roots):
             for k, w in enumerate(wrt):
-                cols = cols_per_w[k]
                 if w.size == 0 or r.size == 0:
                     flat.append(full(r.shape + w.shape, 0, r.dtype).n)
                     continue
-                parts = [ereshape(E(c[oi]), r.shape + (1,)).n for c in cols]
-                cat = parts[0] if len(parts) == 1 else Node(OpKind.Concat, parts, {"axis": len(r.shape)})
-                flat.append(ereshape(E(cat), r.shape + w.shape).n)
+                block = _batch_rows(*cols[oi], total, offsets[k], offsets[k] + w.size)
+                last = move_axis(block, 0, len(r.shape))      # r.shape + (w.size,)
+                flat.append(ereshape(E(last), r.shape + w.shape).n)
         g = simplify(Graph(list(graph.inputs) + us, flat))
         res = call_graph(g, leaves + captured + [vnp.zeros(u.shape, u.dtype) for u in us])
         nw = len(wrt)

@@ -1,0 +1,17 @@
+"""vkml.nn: neural-network layers as pytrees, the functional ops, and checkpoints.
+
+>>> import vkml, vkml.numpy as vnp, vkml.nn as nn
+>>> model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+>>> grads = vkml.grad(lambda m, x: m(x).sum())(model, vnp.ones((5, 3)))
+>>> [g.shape for g in grads.parameters()]
+[(4, 3), (4,), (2, 4), (2,)]
+"""
+from . import functional
+from .base import Module
+from .modules import (AvgPool2d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatten, GELU, Identity,
+                      Lambda, LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Sigmoid, SiLU, Tanh)
+from .serialization import SerializationError, load, save, tree_paths
+
+__all__ = ["functional", "Module", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "BatchNorm2d",
+           "LayerNorm", "Dropout", "Embedding", "Flatten", "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh",
+           "Identity", "Lambda", "Sequential", "save", "load", "tree_paths", "SerializationError"]

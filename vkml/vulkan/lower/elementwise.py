@@ -85,8 +85,10 @@ def expression(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, attrs: dict)
         return f"{dt.glsl_type(dst)}(a)"
     if op is OpKind.Gelu:
         if attrs.get("approximate"):
-            return ("(T(0.5) * a * (T(1) + vk_tanh(T(0.7978845608028654) * (a + T(0.044715) * a * a * a))))")
-        return "(T(0.5) * a * vk_erfc(-a * T(0.7071067811865476)))"
+            e = "(T(0.5) * a * (T(1) + vk_tanh(T(0.7978845608028654) * (a + T(0.044715) * a * a * a))))"
+        else:
+            e = "(T(0.5) * a * vk_erfc(-a * T(0.7071067811865476)))"
+        return e.replace("T(", f"{T}(")
     table = _FLOAT_EXPR if fl else _INT_EXPR
     if op not in table:
         raise NotImplementedError(f"{op.value}: no elementwise expression for dtype {in_dtype}")

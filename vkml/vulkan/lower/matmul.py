@@ -1,35 +1,34 @@
 """MatMul: (..., m, k) @ (..., k, n) with broadcast batch dims, as tiled compute kernels.
 
-Each workgroup computes one (tile_m x tile_n) block of one batch entry's output; each
-invocation keeps a small register tile of accumulators, so every value it reads is used
-several times. Tile sizes are baked into the generated GLSL (specialisation by source),
-and a `Tiling` is chosen per device type:
+Each workgroup computes one tile of one batch entry's output and each invocation keeps a
+register tile of accumulators, so every value it reads is used many times. Tile sizes
+are baked into the generated GLSL (specialisation by source); a `Tiling` is chosen per
+device type, then shrunk to the device's limits and to small operands:
 
-* ``shared`` (GPUs): the workgroup stages a BK-deep slab of A and B in shared memory,
-  then each invocation reads TM values of A and TN of B per k from there and does TM*TN
-  multiply-adds. This is the classic GPU scheme; shared memory is on-chip there.
-* ``subgroup`` (CPU devices such as lavapipe): there every invocation is one lane of a
-  SIMD vector and every buffer or shared-memory read with a per-lane address costs a
-  scalar load per lane, so staging through shared memory only adds copies. Instead each
-  subgroup (one SIMD vector) reads a row segment of A once, one element per lane, and
-  hands each element to all lanes with ``subgroupBroadcast`` (a register shuffle); only
-  B is read per lane, as vec4 where the layout allows. Per k a lane does TM*TN
-  multiply-adds for TN/4 vector reads and TM/S scalar reads.
+* ``shared`` (GPUs): the workgroup stages a bk-deep slab of A and B in shared memory,
+  then each invocation reads tm values of A and tn of B per k from there and does tm*tn
+  multiply-adds (the classic GPU scheme: shared memory is on-chip).
+* ``subgroup`` (CPU devices, lavapipe): there one subgroup is one SIMD register and any
+  per-invocation buffer or shared-memory address costs a scalar load per lane, so
+  staging through shared memory only adds copies. Instead a subgroup reads a chunk of
+  A's rows once, spread over its lanes, and hands every element to all lanes with
+  ``subgroupShuffle`` at a constant index (one register permute); only B is read per
+  lane, as wide as the row length allows (two 32-bit elements per 64-bit component),
+  and each B value feeds tm multiply-adds. Within a chunk the B rows are loaded first
+  and the arithmetic runs row by row, so one row's accumulators stay in registers.
 
-Edges: rows and columns outside the output are clamped on load (always valid memory) and
-masked on store; k runs over whole blocks and then a guarded remainder, so m, n, k need
+Edges: rows and columns outside the output are clamped on load (always valid memory)
+and masked on store; k runs over whole chunks, then a remainder loop, so m, n, k need
 not be multiples of anything and k = 0 gives zeros.
 
-Batch: the batch dims are collapsed (adjacent dims merged where both operands allow it)
+Batch: the batch dims are collapsed (adjacent dims merged where both operands allow)
 and the flat batch index is folded into the workgroup index, decoded with per-dim
-strides from meta; a broadcast (size-1) batch dim of an operand has stride 0 there.
+strides from meta; an operand's broadcast (size-1) batch dim has stride 0 there.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
-
-import numpy as np
+from functools import lru_cache
 
 from ...trace import dtypes as dt
 from ..kernels import binding
@@ -43,9 +42,12 @@ class Tiling:
     """One kernel configuration.
 
     shared:   workgroup tile bm x bn, k slab bk, register tile tm x tn per invocation
-              (invocations = (bm/tm) * (bn/tn)).
-    subgroup: each subgroup of S lanes computes tm rows x (S*tn) columns, `groups`
-              subgroups per workgroup stacked along m; k advances S per block.
+              ((bm/tm) * (bn/tn) invocations).
+    subgroup: each subgroup computes tm rows x (S*tn) columns (S = subgroup size);
+              A is read wa elements per lane per load (chunks of S*wa k), B wb.
+
+    >>> Tiling("shared", tm=4, tn=4, bm=64, bn=64, bk=8)
+    Tiling(strategy='shared', tm=4, tn=4, bm=64, bn=64, bk=8, wa=1, wb=1)
     """
     strategy: str
     tm: int
@@ -53,42 +55,61 @@ class Tiling:
     bm: int = 0
     bn: int = 0
     bk: int = 0
-    groups: int = 1
-    m_fastest: bool = True   # neighbouring workgroups walk down m (share a B panel)
+    wa: int = 1
+    wb: int = 1
 
 
-# Measured best on each device type (see bench/ and the tuning notes in tests/vulkan).
-CPU_TILING = Tiling("subgroup", tm=8, tn=8, groups=1)
+# The best measured per device type (numbers in bench/README.md). lavapipe on a 2-core
+# Zen 4, 1024^3 float32, one thread: tm x tn = 8x8 broadcast 17 GFLOP/s, 16x8 27,
+# 32x8 with 64-bit loads 30; staging through shared memory (16x16 tiles) 4.
+CPU_TILING = Tiling("subgroup", tm=32, tn=8, wa=2, wb=8)
 GPU_TILING = Tiling("shared", tm=8, tn=8, bm=128, bn=128, bk=16)
 
 _override: Tiling | None = None
 
 
 def set_tiling(t: Tiling | None) -> None:
-    """Force a tiling for every later MatMul (tuning and tests); None restores the default.
+    """Force a tiling for later MatMuls (tuning, and tests of the other device type's
+    kernel); None restores the per-device default.
 
-    >>> set_tiling(Tiling("shared", tm=4, tn=4, bm=64, bn=64, bk=8))  # doctest: +SKIP
+    >>> set_tiling(Tiling("shared", tm=4, tn=4, bm=32, bn=32, bk=8))  # doctest: +SKIP
     """
     global _override
     _override = t
 
 
-def choose_tiling(dev, dtype) -> Tiling:
-    """The tiling for a device and dtype, shrunk to fit the device's limits."""
-    if _override is not None:
-        t = _override
-    elif dev.is_cpu:
-        t = CPU_TILING
-    else:
-        t = GPU_TILING
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _width(w: int, extent: int, T: str, dev) -> int:
+    """The widest load <= w elements that divides the row length (rows stay aligned)."""
+    cap = 4 if T == "double" else (8 if dev.has_int64 else 4)
+    w = min(w, cap)
+    while w > 1 and extent % w:
+        w //= 2
+    return w
+
+
+def choose_tiling(dev, dtype, M: int, N: int, K: int) -> Tiling:
+    """The tiling for a device, dtype and problem size, fitted to the device's limits.
+
+    >>> from vkml.vulkan import device
+    >>> choose_tiling(device.get(), "float32", 1024, 1024, 1024)  # doctest: +SKIP
+    Tiling(strategy='subgroup', tm=32, tn=8, bm=0, bn=0, bk=0, wa=2, wb=8)
+    """
+    t = _override or (CPU_TILING if dev.is_cpu else GPU_TILING)
+    T = dt.glsl_type(dtype)
     if t.strategy == "shared":
         isz = dt.itemsize(dtype)
-        # shrink until shared memory and the invocation count fit
-        while True:
+        while True:   # shrink until shared memory and the invocation count fit
             threads = (t.bm // t.tm) * (t.bn // t.tn)
             smem = t.bk * (t.bm + t.bn + 2) * isz
             if threads <= dev.max_workgroup_invocations and smem <= dev.max_shared_memory:
-                break
+                return t
             if t.bk > 4:
                 t = replace(t, bk=t.bk // 2)
             elif t.bm >= t.bn and t.bm > t.tm:
@@ -96,75 +117,79 @@ def choose_tiling(dev, dtype) -> Tiling:
             elif t.bn > t.tn:
                 t = replace(t, bn=t.bn // 2)
             else:
-                raise ValueError(f"MatMul: no tiling fits {dev.name}")
-    else:
-        s = dev.subgroup_size
-        while s * t.groups > dev.max_workgroup_invocations and t.groups > 1:
-            t = replace(t, groups=t.groups // 2)
-    return t
+                raise ValueError(f"MatMul: no {t.strategy} tiling fits {dev.name}")
+    if t.strategy != "subgroup":
+        raise ValueError(f"MatMul: unknown tiling strategy {t.strategy!r}; use 'shared' or 'subgroup'")
+    S = dev.subgroup_size
+    # small operands: do not compute (and load) rows and columns that are not there
+    tm = min(t.tm, _pow2_at_least(M))
+    tn = min(t.tn, _pow2_at_least(-(-N // S)))
+    wb = _width(min(t.wb, tn), N, T, dev)
+    return replace(t, tm=tm, tn=tn, wa=_width(t.wa, K, T, dev), wb=wb)
 
 
 # --------------------------------------------------------------------------- GLSL
 
 
-def _prologue(t: Tiling, rank: int, local: int, tiles_expr: tuple[str, str]) -> list[str]:
-    """main()'s common part: sizes, this workgroup's tile and batch offsets."""
-    tm_n, tn_n = tiles_expr
+def _prologue(rank: int) -> list[str]:
+    """main()'s common part: sizes, this workgroup's tile (tmi, tni) and batch offsets.
+
+    Neighbouring workgroups walk down m, so they share one panel of B in cache."""
     L = ["void main() {",
          "  int M = meta[0]; int N = meta[1]; int K = meta[2];",
-         "  int tiles_m = meta[3]; int tiles_n = meta[4]; int nbatch = meta[5];",
-         "  int g = int(group_id());"]
-    if t.m_fastest:
-        L += ["  int tmi = g % tiles_m; g /= tiles_m;", "  int tni = g % tiles_n; g /= tiles_n;"]
-    else:
-        L += ["  int tni = g % tiles_n; g /= tiles_n;", "  int tmi = g % tiles_m; g /= tiles_m;"]
-    # the grid may be rounded up when folded into y; whole workgroups leave together
-    L += ["  if (g >= nbatch) return;", "  int aoff = meta[6]; int boff = meta[7];",
-          "  int coff = g * M * N;"]
+         "  int tiles_m = meta[3]; int tiles_n = meta[4];",
+         "  int g = int(group_id());",
+         "  int tmi = g % tiles_m; g /= tiles_m;",
+         "  int tni = g % tiles_n; g /= tiles_n;",
+         # a grid folded into y may be rounded up: whole workgroups leave together
+         "  if (g >= meta[5]) return;",
+         "  int coff = g * M * N; int aoff = 0; int boff = 0;"]
     if rank:
         L += [f"  for (int d = {rank - 1}; d >= 0; --d) {{",
-              f"    int sz = meta[8 + d]; int c = g % sz; g /= sz;",
-              f"    aoff += c * meta[{8 + rank} + d]; boff += c * meta[{8 + 2 * rank} + d];",
+              "    int sz = meta[6 + d]; int c = g % sz; g /= sz;",
+              f"    aoff += c * meta[{6 + rank} + d]; boff += c * meta[{6 + 2 * rank} + d];",
               "  }"]
     return L
 
 
 def _mad(T: str, acc: str, a: str, b: str) -> str:
-    if T == "int" or T.startswith("ivec"):
+    if T == "int":
         return f"{acc} += {a} * {b};"
     return f"{acc} = fma({a}, {b}, {acc});"
 
 
+@lru_cache(maxsize=None)
 def _shared_source(t: Tiling, T: str, rank: int) -> tuple[str, int]:
+    """Invocation (tx, ty) owns rows m0 + ty + i*TY and columns n0 + tx + j*TX, so
+    neighbouring invocations read neighbouring shared-memory words and store
+    neighbouring output elements."""
     TX, TY = t.bn // t.tn, t.bm // t.tm
     threads = TX * TY
     BM, BN, BK = t.bm, t.bn, t.bk
-    la = -(-BM * BK // threads)
-    lb = -(-BN * BK // threads)
+    SA, SB = BM + 1, BN + 1          # padded strides: the transposed A stores spread banks
     src = [binding(1, T, "C"), binding(2, T, "A", readonly=True), binding(3, T, "B", readonly=True),
-           f"shared {T} As[{BK * (BM + 1)}];\nshared {T} Bs[{BK * (BN + 1)}];\n"]
-    L = _prologue(t, rank, threads, ("", ""))
+           f"shared {T} As[{BK * SA}];\nshared {T} Bs[{BK * SB}];\n"]
+    L = _prologue(rank)
     L += ["  int tid = int(gl_LocalInvocationID.x);",
           f"  int tx = tid % {TX}; int ty = tid / {TX};",
           f"  int m0 = tmi * {BM}; int n0 = tni * {BN};"]
     L += [f"  {T} acc_{i}_{j} = {T}(0);" for i in range(t.tm) for j in range(t.tn)]
     L += [f"  for (int k0 = 0; k0 < K; k0 += {BK}) {{"]
-    for r in range(la):
+    for r in range(-(-BM * BK // threads)):
         L += [f"    {{ int e = tid + {r * threads};",
               f"      if (e < {BM * BK}) {{ int kk = e % {BK}; int mm = e / {BK};",
               f"        int gr = m0 + mm; int gk = k0 + kk; {T} v = {T}(0);",
               "        if (gr < M && gk < K) v = A[aoff + gr * K + gk];",
-              f"        As[kk * {BM + 1} + mm] = v; }} }}"]
-    for r in range(lb):
+              f"        As[kk * {SA} + mm] = v; }} }}"]
+    for r in range(-(-BN * BK // threads)):
         L += [f"    {{ int e = tid + {r * threads};",
               f"      if (e < {BN * BK}) {{ int nn = e % {BN}; int kk = e / {BN};",
               f"        int gc = n0 + nn; int gk = k0 + kk; {T} v = {T}(0);",
               "        if (gc < N && gk < K) v = B[boff + gk * N + gc];",
-              f"        Bs[kk * {BN + 1} + nn] = v; }} }}"]
-    L += ["    barrier();",
-          f"    for (int kk = 0; kk < {BK}; ++kk) {{"]
-    L += [f"      {T} a{i} = As[kk * {BM + 1} + ty + {i * TY}];" for i in range(t.tm)]
-    L += [f"      {T} b{j} = Bs[kk * {BN + 1} + tx + {j * TX}];" for j in range(t.tn)]
+              f"        Bs[kk * {SB} + nn] = v; }} }}"]
+    L += ["    barrier();", f"    for (int kk = 0; kk < {BK}; ++kk) {{"]
+    L += [f"      {T} a{i} = As[kk * {SA} + ty + {i * TY}];" for i in range(t.tm)]
+    L += [f"      {T} b{j} = Bs[kk * {SB} + tx + {j * TX}];" for j in range(t.tn)]
     L += ["      " + _mad(T, f"acc_{i}_{j}", f"a{i}", f"b{j}") for i in range(t.tm) for j in range(t.tn)]
     L += ["    }", "    barrier();", "  }"]
     for i in range(t.tm):
@@ -176,117 +201,129 @@ def _shared_source(t: Tiling, T: str, rank: int) -> tuple[str, int]:
     return "".join(src) + "\n".join(L) + "\n", threads
 
 
-def _subgroup_source(t: Tiling, T: str, rank: int, S: int, vec: bool) -> tuple[str, int]:
-    """Lane l of subgroup sg owns rows m0 + sg*tm + i and columns n0 + l*tn + j."""
-    TM, TN = t.tm, t.tn
-    V = f"{'d' if T == 'double' else 'i' if T == 'int' else ''}vec4"
-    src = ["#extension GL_KHR_shader_subgroup_ballot : enable\n",
-           binding(1, T, "C"), binding(2, T, "A", readonly=True), binding(3, T, "B", readonly=True)]
-    if vec:
-        # the same buffer as B, read four columns at a time (N % 4 == 0 guaranteed)
-        src.append(binding(4, V, "B4", readonly=True))
-    local = S * t.groups
-    L = _prologue(t, rank, local, ("", ""))
-    L += ["  int lane = int(gl_SubgroupInvocationID);",
-          f"  int sg = int(gl_LocalInvocationID.x) / {S};",
-          f"  int row0 = tmi * {TM * t.groups} + sg * {TM};",
-          f"  int col0 = tni * {S * TN} + lane * {TN};"]
-    # clamped addresses: loads never leave the operands, stores are masked instead
-    L += [f"  int ar{i} = aoff + min(row0 + {i}, M - 1) * K + lane;" for i in range(TM)]
-    if vec:
-        L += [f"  int bc{q} = (boff + min(col0 + {4 * q}, N - 4)) >> 2;" for q in range(TN // 4)]
-        L += ["  int N4 = N >> 2;"]
-        L += [f"  {V} acc_{i}_{q} = {V}(0);" for i in range(TM) for q in range(TN // 4)]
-    else:
-        L += [f"  int bc{j} = boff + min(col0 + {j}, N - 1);" for j in range(TN)]
-        L += [f"  {T} acc_{i}_{j} = {T}(0);" for i in range(TM) for j in range(TN)]
+def _wide(T: str, w: int):
+    """(GLSL type of one w-element load of T, unpack(var) -> [w element expressions]).
 
-    def step(kk: str, lane_of: int, indent: str) -> list[str]:
+    A CPU device pays per loaded component and lane, so 32-bit data is read two
+    elements per 64-bit component (uint64 bit patterns, never converted as floats)."""
+    if w == 1:
+        return T, lambda v: [v]
+    if T == "double":
+        return f"dvec{w}", lambda v: [f"{v}[{c}]" for c in range(w)]
+    conv = "uintBitsToFloat" if T == "float" else "int"
+    if w == 2:
+        return "uint64_t", lambda v: [f"{conv}(unpackUint2x32({v})[{c}])" for c in range(2)]
+    if w == 4:
+        return ("vec4" if T == "float" else "ivec4"), lambda v: [f"{v}[{c}]" for c in range(4)]
+    if w == 8:
+        return "u64vec4", lambda v: [f"{conv}(unpackUint2x32({v}[{c // 2}])[{c % 2}])" for c in range(8)]
+    raise ValueError(f"MatMul: no {w}-wide load of {T}")
+
+
+@lru_cache(maxsize=None)
+def _subgroup_source(t: Tiling, T: str, rank: int, S: int) -> tuple[str, int]:
+    """Lane l owns rows m0 + i (i < tm) and columns n0 + l*tn + j (j < tn)."""
+    TM, TN, wa, wb = t.tm, t.tn, t.wa, t.wb
+    chunk = S * wa
+    TA, unA = _wide(T, wa)
+    TB, unB = _wide(T, wb)
+    src = ["#extension GL_KHR_shader_subgroup_shuffle : enable\n"]
+    if "64" in TA + TB:
+        src.append("#extension GL_ARB_gpu_shader_int64 : enable\n")
+    src += [binding(1, T, "C"), binding(2, TA, "A", readonly=True), binding(3, TB, "B", readonly=True)]
+    L = _prologue(rank)
+    L += ["  int lane = int(gl_SubgroupInvocationID);",
+          f"  int row0 = tmi * {TM}; int col0 = tni * {S * TN} + lane * {TN};",
+          f"  int Nw = N / {wb};"]
+    # clamped addresses (in units of one wide load): loads never leave the operands
+    L += [f"  int ar{i} = (aoff + min(row0 + {i}, M - 1) * K) / {wa};" for i in range(TM)]
+    L += [f"  int bc{q} = (boff + min(col0 + {q * wb}, N - {wb})) / {wb};" for q in range(TN // wb)]
+    L += [f"  {T} acc_{i}_{j} = {T}(0);" for i in range(TM) for j in range(TN)]
+
+    def load_b(krow: str, tag: str, indent: str) -> list[str]:
         out = []
-        if vec:
-            out += [f"{indent}{V} b{q} = B4[bc{q} + ({kk}) * N4];" for q in range(TN // 4)]
-        else:
-            out += [f"{indent}{T} b{j} = B[bc{j} + ({kk}) * N];" for j in range(TN)]
-        out += [f"{indent}{T} x{i} = subgroupBroadcast(a{i}, {lane_of});" for i in range(TM)]
-        if vec:
-            out += [indent + _mad(V, f"acc_{i}_{q}", f"{V}(x{i})", f"b{q}")
-                    for i in range(TM) for q in range(TN // 4)]
-        else:
-            out += [indent + _mad(T, f"acc_{i}_{j}", f"x{i}", f"b{j}") for i in range(TM) for j in range(TN)]
+        for q in range(TN // wb):
+            out.append(f"{indent}{TB} bw{tag}_{q} = B[bc{q} + ({krow}) * Nw];")
+            out += [f"{indent}{T} b{tag}_{q * wb + c} = {e};" for c, e in enumerate(unB(f"bw{tag}_{q}"))]
         return out
 
-    L += ["  int k0 = 0;", f"  for (; k0 + {S} <= K; k0 += {S}) {{"]
-    L += [f"    {T} a{i} = A[ar{i} + k0];" for i in range(TM)]
-    for kk in range(S):
-        L += ["    {"] + step(f"k0 + {kk}", kk, "      ") + ["    }"]
-    L += ["  }", "  if (k0 < K) {",
-          "    int kl = min(k0 + lane, K - 1) - lane;"]
-    L += [f"    {T} a{i} = A[ar{i} + kl];" for i in range(TM)]
-    for kk in range(S - 1):
-        L += [f"    if (k0 + {kk} < K) {{"] + step(f"k0 + {kk}", kk, "      ") + ["    }"]
-    L += ["  }"]
+    # main loop: whole chunks of S*wa k values; lane l holds A[row, k0 + l*wa + c]
+    L += ["  int k0 = 0;", f"  for (; k0 + {chunk} <= K; k0 += {chunk}) {{"]
+    for i in range(TM):
+        L.append(f"    {TA} aw{i} = A[ar{i} + k0 / {wa} + lane];")
+        L += [f"    {T} a{i}_{c} = {e};" for c, e in enumerate(unA(f"aw{i}"))]
+    for kk in range(chunk):
+        L += load_b(f"k0 + {kk}", str(kk), "    ")
+    for i in range(TM):
+        for kk in range(chunk):
+            L.append(f"    {{ {T} x = subgroupShuffle(a{i}_{kk % wa}, {kk // wa});")
+            L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"b{kk}_{j}") for j in range(TN)]
+            L.append("    }")
+    L.append("  }")
+    # remainder: one k at a time; every lane reads the same A element
+    L += ["  for (; k0 < K; ++k0) {"]
+    L += load_b("k0", "r", "    ")
+    for i in range(TM):
+        L.append(f"    {TA} aw{i} = A[ar{i} + k0 / {wa}];")
+        parts = unA(f"aw{i}")
+        x = parts[-1]
+        for c in range(wa - 2, -1, -1):
+            x = f"((k0 % {wa}) == {c} ? {parts[c]} : {x})"
+        L.append(f"    {{ {T} x = {x};")
+        L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"br_{j}") for j in range(TN)]
+        L.append("    }")
+    L.append("  }")
     for i in range(TM):
         L += [f"  if (row0 + {i} < M) {{", f"    int cr = coff + (row0 + {i}) * N + col0;"]
-        for j in range(TN):
-            val = f"acc_{i}_{j // 4}[{j % 4}]" if vec else f"acc_{i}_{j}"
-            L += [f"    if (col0 + {j} < N) C[cr + {j}] = {val};"]
+        L += [f"    if (col0 + {j} < N) C[cr + {j}] = acc_{i}_{j};" for j in range(TN)]
         L += ["  }"]
     L.append("}")
-    return "".join(src) + "\n".join(L) + "\n", local
+    return "".join(src) + "\n".join(L) + "\n", S
 
 
 # --------------------------------------------------------------------------- lowering
 
 
 def _batch_layout(a_shape, b_shape, out_batch):
-    """Collapsed batch dims with A's and B's batch strides (0 where broadcast)."""
-    def strides(shape, mat):
-        lead = shape[:-2]
-        pad = len(out_batch) - len(lead)
-        full = (1,) * pad + tuple(lead)
-        st, acc = [0] * len(full), mat
-        for i in range(len(full) - 1, -1, -1):
-            st[i] = 0 if full[i] == 1 else acc
-            acc *= full[i]
+    """Collapsed batch dims and A's and B's element strides over them (0: broadcast)."""
+    def strides(shape):
+        lead = (1,) * (len(out_batch) + 2 - len(shape)) + tuple(shape[:-2])
+        st, acc = [0] * len(lead), shape[-2] * shape[-1]
+        for i in range(len(lead) - 1, -1, -1):
+            st[i] = 0 if lead[i] == 1 else acc
+            acc *= lead[i]
         return tuple(st)
-    sa = strides(a_shape, a_shape[-2] * a_shape[-1])
-    sb = strides(b_shape, b_shape[-2] * b_shape[-1])
-    cst = []
-    acc = 1
-    for d in reversed(out_batch):
-        cst.insert(0, acc)
-        acc *= d
-    shp, (_, sa, sb) = collapse(out_batch, [tuple(cst), sa, sb])
+    out_st, acc = [0] * len(out_batch), 1
+    for i in range(len(out_batch) - 1, -1, -1):
+        out_st[i] = acc
+        acc *= out_batch[i]
+    shp, (_, sa, sb) = collapse(out_batch, [tuple(out_st), strides(a_shape), strides(b_shape)])
     return shp, sa, sb
 
 
 def lower(node, ins, out, ctx) -> None:
+    """Queue the dispatch computing node (MatMul) from views ins = (A, B) into out."""
     a, b = ins
-    M, K = a.shape[-2], a.shape[-1]
-    N = b.shape[-1]
-    batch_shape = tuple(node.shape[:-2])
-    nbatch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = tuple(node.shape[:-2])
+    nbatch = 1
+    for d in batch:
+        nbatch *= d
     if M == 0 or N == 0 or nbatch == 0:
         return
-    shp, sa, sb = _batch_layout(a.shape, b.shape, batch_shape)
+    shp, sa, sb = _batch_layout(a.shape, b.shape, batch)
     if len(shp) > MAX_BATCH_RANK:
         raise ValueError(f"MatMul: {len(shp)} non-mergeable batch dims exceed the kernel limit of "
                          f"{MAX_BATCH_RANK} (shapes {a.shape} @ {b.shape})")
     T = dt.glsl_type(node.dtype)
-    t = choose_tiling(ctx.dev, node.dtype)
-    rank = len(shp)
-    views = [out, a, b]
+    t = choose_tiling(ctx.dev, node.dtype, M, N, K)
     if t.strategy == "shared":
-        body, local = _shared_source(t, T, rank)
+        body, local = _shared_source(t, T, len(shp))
         tile_m, tile_n = t.bm, t.bn
     else:
-        S = ctx.dev.subgroup_size
-        vec = t.tn % 4 == 0 and N % 4 == 0
-        body, local = _subgroup_source(t, T, rank, S, vec)
-        tile_m, tile_n = t.tm * t.groups, S * t.tn
-        if vec:
-            views.append(b)
+        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size)
+        tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
-    meta = [M, N, K, tiles_m, tiles_n, nbatch, 0, 0, *shp, *sa, *sb]
-    k = ctx.kernel(f"MatMul_{t.strategy}", body, len(views), local_size=local)
-    ctx.dispatch(k, meta, views, writes=(0,), groups=tiles_m * tiles_n * nbatch)
+    meta = [M, N, K, tiles_m, tiles_n, nbatch, *shp, *sa, *sb]
+    k = ctx.kernel(f"MatMul_{t.strategy}", body, 3, local_size=local)
+    ctx.dispatch(k, meta, [out, a, b], writes=(0,), groups=tiles_m * tiles_n * nbatch)

@@ -14,9 +14,14 @@ Two kernels, chosen per pass:
 When the innermost reduced axis is contiguous with an extent divisible by 4, elements
 are loaded four at a time (vec4/dvec4/ivec4) and folded at the end.
 When there are few outputs and many reduced elements, each output is split over many
-workgroups/threads; partials (and, for ArgMax/ArgMin, their indices) go to scratch and
-the next pass reduces them, until one split remains. Per-thread runs are combined in
-blocks before joining the running value, so float sums keep tree-like accuracy.
+workgroups/threads; partials go to scratch and the next pass reduces them, until one
+split remains. Per-thread runs are combined in blocks before joining the running value,
+so float sums keep tree-like accuracy.
+
+ArgMax/ArgMin carry (value, index) pairs, ties going to the smaller index, so the first
+occurrence wins in any order. A float Prod carries (mantissa, binary exponent) pairs,
+renormalised at every step, so no partial product over- or underflows whatever the
+magnitudes; only the final value is rounded into range (inf or a signed 0).
 """
 from __future__ import annotations
 
@@ -135,7 +140,7 @@ def plan(kept, red, how: str = "gpu") -> list[Pass]:
             passes.append(Pass("row", kv, rv, n_out, Rv, S, C, lx, vec, first))
             nxt_kept, nxt_red = [(n_out, S)], [(S, 1)]
         else:
-            target = CPU_STREAMS if inner else THREAD_TARGET
+            target = CPU_STREAMS if inner and how == "cpu" else THREAD_TARGET
             S = min(_cdiv(max(Rv, 1), CHUNK), max(1, target // n_out))
             C = _cdiv(max(Rv, 1), S)
             S = _cdiv(max(Rv, 1), C)
@@ -150,23 +155,30 @@ def _round(n: int) -> int:
     return _cdiv(max(n, 1), ALIGN) * ALIGN
 
 
+def is_pair(op: OpKind, dtype) -> bool:
+    """Ops whose running value is a (value, int) pair: ArgMax/ArgMin carry the index,
+    a float Prod carries a mantissa and a binary exponent (so no partial product can
+    overflow or underflow, whatever the order and the magnitudes)."""
+    return op in _ARG or (op is OpKind.Prod and dt.is_float(dtype))
+
+
 def _layout(node):
     """The passes of node and the byte (offset, size) of each non-final pass's partial
-    values and indices in scratch."""
+    values and ints in scratch."""
     kept, red = split_dims(node.inputs[0].shape, node.attrs["axes"])
     if node.size == 0 or _prod(red) == 0:
         return [], []
     passes = plan(kept, red, strategy())
     isz = dt.itemsize(node.inputs[0].dtype)
-    arg = node.op in _ARG
+    pair = is_pair(node.op, node.inputs[0].dtype)
     regions, off = [], 0
     for p in passes[:-1]:
         m = p.n_out * p.S
         vals = (off, m * isz)
         off += _round(m * isz)
-        idx = (off, m * 4 if arg else 0)
-        off += _round(m * 4) if arg else 0
-        regions.append((vals, idx))
+        ints = (off, m * 4 if pair else 0)
+        off += _round(m * 4) if pair else 0
+        regions.append((vals, ints))
     return passes, regions
 
 
@@ -209,13 +221,35 @@ def _vtype(T: str) -> str:
 
 
 def _functions(op: OpKind, dtype, vec: int) -> str:
-    """comb (scalar and, when loads are vectors, vector) and, for non-arg ops, sg_red."""
+    """comb (scalar and, when loads are vectors, vector) plus sg_red for single-value
+    ops, or prod_final for the mantissa/exponent product."""
     T = dt.glsl_type(dtype)
     V = _vtype(T)
     fl = dt.is_float(dtype)
     up = op in (OpKind.Max, OpKind.ArgMax)
     cmp, vcmp = (">", "greaterThan") if up else ("<", "lessThan")
     out = []
+    if op is OpKind.Prod and fl:
+        # (mantissa in [0.5, 1), exponent): each step renormalises; inf/nan/0 stay as is
+        emax, emin = (128, -149) if T == "float" else (1024, -1074)
+        # a signed zero built from the bits: m * 0 may be folded to +0
+        zero = ("uintBitsToFloat(floatBitsToUint(m) & 0x80000000u)" if T == "float" else
+                "packDouble2x32(uvec2(0u, unpackDouble2x32(m).y & 0x80000000u))")
+        out.append(f"void comb(inout {T} va, inout int ia, {T} vb, int ib) {{\n"
+                   f"  {T} p = va * vb;\n"
+                   "  if (isinf(p) || isnan(p)) { va = p; ia = 0; return; }\n"
+                   "  int e; va = frexp(p, e); ia += ib + e;\n}\n")
+        if vec > 1:
+            out.append(f"void comb(inout {V} va, inout ivec4 ia, {V} vb, ivec4 ib) {{\n"
+                       f"  {V} p = va * vb; ivec4 e; {V} m = frexp(p, e);\n"
+                       "  bvec4 sp = bvec4(uvec4(isinf(p)) | uvec4(isnan(p)));\n"
+                       "  va = mix(m, p, sp); ia = mix(ia + ib + e, ivec4(0), sp);\n}\n")
+        out.append(f"{T} prod_final({T} m, int e) {{\n"
+                   f"  if (isinf(m) || isnan(m) || m == {T}(0)) return m;\n"
+                   f"  if (e > {emax}) return m * {_lit(T, 'inf')};\n"
+                   f"  if (e < {emin}) return {zero};\n"
+                   "  return ldexp(ldexp(m, e / 2), e - e / 2);\n}\n")
+        return "".join(out)
     if op in _ARG:
         if fl:
             better = f"(vb {cmp} va || (isnan(vb) && !isnan(va)))"
@@ -297,23 +331,25 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     V = _vtype(T) if vec > 1 else T
     IV = "ivec4" if vec > 1 else "int"
     arg = op in _ARG
+    pair = is_pair(op, dtype)
     KN, KS = 5, 5 + K
     QN, QS = 5 + 2 * K, 5 + 2 * K + Q
-    # bindings: outputs first (values, unless a final arg pass; indices for arg), then inputs
+    # bindings: outputs first (values, unless a final arg pass; then the pair's ints
+    # where they go on), then the inputs
     b = []
     if not (arg and final):
         b.append(binding(len(b) + 1, T, "ov"))
-    if arg:
+    if pair and (arg or not final):
         b.append(binding(len(b) + 1, "int", "oi"))
     b.append(binding(len(b) + 1, V, "x", readonly=True))
-    if arg and not first:
+    if pair and not first:
         b.append(binding(len(b) + 1, IV, "xi", readonly=True))
     ident = _identity(op, dtype)
     L = ["".join(b), _functions(op, dtype, vec)]
     row = kind == "row"
     if row:
         L.append(f"shared {T} sv[{lx}];\n")
-        if arg:
+        if pair:
             L.append(f"shared int si[{lx}];\n")
     L.append("void main() {")
     L.append("  int n_out = meta[0]; int R = meta[1]; int S = meta[2]; int C = meta[3];")
@@ -332,43 +368,49 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     L += _decompose("r", "c", QN, Q)
     L += _decompose("step", "d", QN, Q)
     at_in = f"base + {_offset('c', QS, Q)}"
-    if first:
-        idx = f"(r * 4 + ivec4(0, 1, 2, 3))" if vec > 1 else "r"
-    else:
+    # the int carried with a loaded element: its index (arg) or exponent 0 (product)
+    if not first:
         idx = f"xi[{at_in}]"
+    elif arg:
+        idx = "(r * 4 + ivec4(0, 1, 2, 3))" if vec > 1 else "r"
+    else:
+        idx = f"{IV}(0)"
+    iid = "0x7fffffff" if arg else "0"
     L.append(f"  {V} vacc = {V}({ident});")
-    if arg:
-        L.append(f"  {IV} vai = {IV}(0x7fffffff);")
+    if pair:
+        L.append(f"  {IV} vai = {IV}({iid});")
     L += ["  while (r < rend) {",
-          f"    {V} blk = {V}({ident});" + (f" {IV} bi = {IV}(0x7fffffff);" if arg else ""),
+          f"    {V} blk = {V}({ident});" + (f" {IV} bi = {IV}({iid});" if pair else ""),
           f"    int kend = min(rend, r + {BLOCK} * step);",
           "    for (; r < kend; r += step) {",
-          f"      comb(blk, bi, x[{at_in}], {idx});" if arg else f"      blk = comb(blk, x[{at_in}]);"]
+          f"      comb(blk, bi, x[{at_in}], {idx});" if pair else f"      blk = comb(blk, x[{at_in}]);"]
     L += _advance(Q, QN)
-    L += ["    }", "    " + ("comb(vacc, vai, blk, bi);" if arg else "vacc = comb(vacc, blk);"), "  }"]
+    L += ["    }", "    " + ("comb(vacc, vai, blk, bi);" if pair else "vacc = comb(vacc, blk);"), "  }"]
     if vec > 1:
-        if arg:
+        if pair:
             L += [f"  {T} acc = vacc.x; int ai = vai.x;",
                   "  comb(acc, ai, vacc.y, vai.y); comb(acc, ai, vacc.z, vai.z); "
                   "comb(acc, ai, vacc.w, vai.w);"]
         else:
             L.append(f"  {T} acc = comb(comb(vacc.x, vacc.y), comb(vacc.z, vacc.w));")
     else:
-        L.append(f"  {T} acc = vacc;" + (" int ai = vai;" if arg else ""))
+        L.append(f"  {T} acc = vacc;" + (" int ai = vai;" if pair else ""))
 
     def emit(v: str, i: str | None, at: str) -> list[str]:
         if final:
             if arg:
                 return [f"oi[{at}] = {i};"]
+            if pair:
+                return [f"ov[{at}] = prod_final({v}, {i});"]
             if op is OpKind.Mean:
                 return [f"ov[{at}] = {v} / {T}(meta[4]);"]
             return [f"ov[{at}] = {v};"]
-        return [f"ov[{at}] = {v};"] + ([f"oi[{at}] = {i};"] if arg else [])
+        return [f"ov[{at}] = {v};"] + ([f"oi[{at}] = {i};"] if pair else [])
 
     at = "o" if final else "int(g)"
     if not row:
         L += ["  " + s for s in emit("acc", "ai", at)]
-    elif arg:
+    elif pair:
         L += ["  sv[t] = acc; si[t] = ai;", "  barrier();",
               f"  for (int h = {lx // 2}; h > 0; h >>= 1) {{",
               f"    if (t < h) {{ {T} va = sv[t]; int ia = si[t]; comb(va, ia, sv[t + h], si[t + h]); "
@@ -406,7 +448,7 @@ def lower(node, ins, out, ctx) -> None:
         # an empty reduction (Max/Min/Arg refuse them in the shape rule)
         fill_view(ctx, out, {OpKind.Sum: 0, OpKind.Prod: 1, OpKind.Mean: float("nan")}[op])
         return
-    arg = op in _ARG
+    pair = is_pair(op, x.dtype)
     passes, regions = _layout(node)
     src_v, src_i = x, None
     for i, p in enumerate(passes):
@@ -417,12 +459,12 @@ def lower(node, ins, out, ctx) -> None:
             (vo, vs), (io, is_) = regions[i]
             m = p.n_out * p.S
             views.append(ctx.scratch.sub(vo, vs, (m,), x.dtype))
-            if arg:
+            if pair:
                 views.append(ctx.scratch.sub(io, is_, (m,), dt.int32))
         writes = tuple(range(len(views)))
         nxt = list(views)
         views.append(src_v)
-        if arg and not p.first:
+        if pair and not p.first:
             views.append(src_i)
         body = source(op, x.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
                       p.first, p.final)
@@ -435,4 +477,4 @@ def lower(node, ins, out, ctx) -> None:
         else:
             ctx.dispatch(k, meta, views, writes=writes, threads=p.n_out * p.S)
         if not p.final:
-            src_v, src_i = nxt[0], (nxt[1] if arg else None)
+            src_v, src_i = nxt[0], (nxt[1] if pair else None)

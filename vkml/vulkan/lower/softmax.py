@@ -6,9 +6,11 @@ softmax = exp(x - m) / s and log_softmax = (x - m) - log(s), exactly JAX's formu
 the edge cases match JAX: a -inf entry gives 0 / -inf, an all -inf row (x - m is nan)
 and a row holding nan or +inf give nan.
 
-Two kernels: one thread per row (short rows, or many rows on a CPU device where each
-lane then streams its own row), or one workgroup per row with interleaved loads and
-subgroup + shared-memory reductions for the max and the sum.
+Three schemes: one thread per row (short rows, or many rows on a CPU device where each
+lane then streams its own row); one workgroup per row with interleaved loads and
+subgroup + shared-memory reductions for the max and the sum; and, for a few very long
+rows, a split over chunks: each chunk's max and sum of exp(x - chunk max) to scratch,
+then per row the max and the rescaled sum, then the output, chunk by chunk.
 """
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ from .elementwise import math_lib
 from .scan import rows_of
 
 THREAD_MAX_N = 32        # rows at most this long always get a thread each
+SPLIT_MIN_N = 1 << 14    # rows at least this long, when there are few of them, are split
+SPLIT_MAX_ROWS = {"cpu": 64, "gpu": 1024}
+SPLIT_CHUNK = 1024       # elements per chunk of a split row (at least)
+STREAMS = {"cpu": 1 << 12, "gpu": 1 << 16}   # threads worth splitting rows over
+ALIGN = 256
 STRATEGY: str | None = None   # "cpu" / "gpu" forces the kernel choice (tests)
 
 
@@ -29,6 +36,14 @@ def strategy() -> str:
         return STRATEGY
     from ..device import get
     return "cpu" if get().is_cpu else "gpu"
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round(n: int) -> int:
+    return _cdiv(max(n, 1), ALIGN) * ALIGN
 
 
 def _neg_inf(T: str) -> str:
@@ -115,6 +130,86 @@ def group_source(op: OpKind, T: str, lx: int) -> str:
 """)
 
 
+_SPLIT_HEAD = """
+void main() {{
+  int rows = meta[0]; int N = meta[1]; int B = meta[2]; int S = meta[3]; int C = meta[4];
+  uint g = gidx();
+  if (g >= uint(rows) * uint(S)) return;
+  int c = int(g) / rows; int row = int(g) - c * rows;
+  int a = row / B; int base = a * N * B + (row - a * B);
+  int i0 = c * C; int iend = min(N, i0 + C);
+"""
+
+
+@lru_cache(maxsize=None)
+def split_sources(op: OpKind, T: str) -> tuple[str, str, str]:
+    """Long rows cut into S chunks: (chunk max and sum of exp(x - chunk max); row max and
+    sum, rescaling each chunk's sum; the output), one thread per chunk or row."""
+    ninf = _neg_inf(T)
+    part = (binding(1, T, "pm") + binding(2, T, "ps") + binding(3, T, "x", readonly=True)
+            + math_lib(T) + _SPLIT_HEAD.format() + f"""  {T} m = {ninf};
+  for (int i = i0; i < iend; ++i) {{ {T} v = x[base + i * B]; if (v > m || isnan(v)) m = v; }}
+  {T} s = {T}(0);
+  for (int i = i0; i < iend; ) {{
+    {T} part = {T}(0); int kend = min(iend, i + 32);
+    for (; i < kend; ++i) part += vk_exp(x[base + i * B] - m);
+    s += part;
+  }}
+  pm[row * S + c] = m; ps[row * S + c] = s;
+}}
+""")
+    rowstat = (binding(1, T, "rm") + binding(2, T, "rs") + binding(3, T, "pm", readonly=True)
+               + binding(4, T, "ps", readonly=True) + math_lib(T) + f"""
+void main() {{
+  int rows = meta[0]; int S = meta[3];
+  uint g = gidx();
+  if (g >= uint(rows)) return;
+  int row = int(g);
+  {T} m = {ninf};
+  for (int c = 0; c < S; ++c) {{ {T} v = pm[row * S + c]; if (v > m || isnan(v)) m = v; }}
+  // a chunk of only -inf adds exp(-inf - m) = 0 terms (its own sum is nan: skip it);
+  // a row of only -inf keeps m = -inf, and x - m is nan in the output, as in JAX
+  {T} s = {T}(0);
+  for (int c = 0; c < S; ++c) {{
+    {T} cm = pm[row * S + c];
+    if (cm != {ninf}) s += ps[row * S + c] * vk_exp(cm - m);
+  }}
+  rm[row] = m; rs[row] = s;
+}}
+""")
+    write = (binding(1, T, "o") + binding(2, T, "x", readonly=True)
+             + binding(3, T, "rm", readonly=True) + binding(4, T, "rs", readonly=True)
+             + math_lib(T) + _SPLIT_HEAD.format() + f"""  {T} m = rm[row]; {T} s = rs[row];
+  for (int i = i0; i < iend; ++i) {{ {T} xv = x[base + i * B]; o[base + i * B] = {_result(op, T)}; }}
+}}
+""")
+    return part, rowstat, write
+
+
+def _split(rows: int, N: int, how: str) -> tuple[int, int]:
+    """(S, C): chunks per row and their length, for rows long enough to split."""
+    S = min(_cdiv(N, SPLIT_CHUNK), max(1, STREAMS[how] // rows))
+    C = _cdiv(N, S)
+    return _cdiv(N, C), C
+
+
+def _use_split(rows: int, N: int, how: str) -> bool:
+    return N >= SPLIT_MIN_N and rows < SPLIT_MAX_ROWS[how]
+
+
+def scratch_bytes(node) -> int:
+    """Chunk and row statistics when long rows are split (else 0)."""
+    if node.size == 0:
+        return 0
+    A, N, B = rows_of(node.shape, node.attrs["axis"])
+    how = strategy()
+    if not _use_split(A * B, N, how):
+        return 0
+    S, _ = _split(A * B, N, how)
+    isz = dt.itemsize(node.dtype)
+    return 2 * _round(A * B * S * isz) + 2 * _round(A * B * isz)
+
+
 def lower(node, ins, out, ctx) -> None:
     """Softmax / LogSoftmax of ins[0] along node.attrs['axis'].
 
@@ -126,9 +221,27 @@ def lower(node, ins, out, ctx) -> None:
     A, N, B = rows_of(x.shape, node.attrs["axis"])
     rows = A * B
     T = dt.glsl_type(x.dtype)
+    how = strategy()
+    if _use_split(rows, N, how):
+        S, C = _split(rows, N, how)
+        isz = dt.itemsize(x.dtype)
+        sizes = [rows * S * isz] * 2 + [rows * isz] * 2
+        views, off = [], 0
+        for nb in sizes:
+            views.append(ctx.scratch.sub(off, nb, (nb // isz,), x.dtype))
+            off += _round(nb)
+        pm, ps, rm, rs = views
+        part, rowstat, write = split_sources(node.op, T)
+        meta = [rows, N, B, S, C]
+        name = node.op.value
+        ctx.dispatch(ctx.kernel(name + "_part", part, 3), meta, [pm, ps, x], writes=(0, 1),
+                     threads=rows * S)
+        ctx.dispatch(ctx.kernel(name + "_rows", rowstat, 4), meta, [rm, rs, pm, ps], writes=(0, 1),
+                     threads=rows)
+        ctx.dispatch(ctx.kernel(name + "_out", write, 4), meta, [out, x, rm, rs], threads=rows * S)
+        return
     meta = [rows, N, B]
-    cpu = strategy() == "cpu"
-    if N <= THREAD_MAX_N or (cpu and rows >= 64) or (B > 1 and rows >= 4096 and N <= 1024):
+    if N <= THREAD_MAX_N or (how == "cpu" and rows >= 64) or (B > 1 and rows >= 4096 and N <= 1024):
         k = ctx.kernel(node.op.value, thread_source(node.op, T), 2)
         ctx.dispatch(k, meta, [out, x], threads=rows)
     else:

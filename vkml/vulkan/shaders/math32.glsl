@@ -3,7 +3,8 @@
 // Written out instead of calling the GLSL builtins: Vulkan lets exp/log/pow be off by
 // 3 + 2|x| ulp and sin/cos be arbitrary outside [-pi, pi] (lavapipe's log is 1.5e-5 off near
 // 1, its sin 25 ulp off at 1e5), and erf has no builtin at all. Each function is range
-// reduction + a short polynomial, accurate to about 1 ulp over the whole float range.
+// reduction + a short polynomial, accurate to 1-2 ulp over the whole float range (erfc ~5);
+// tests/vulkan/test_math.py holds the bounds.
 //
 // fma() is not relied on to be fused (lavapipe splits it into a multiply and an add), so
 // exact products use Veltkamp/Dekker splitting; `precise` keeps the compiler from
@@ -55,7 +56,7 @@ float vk_f_exp2(float x, float xl) {
 }
 float vk_exp(float x) { return vk_f_exp2(x, 0.0); }
 
-// log(1 + f) for f exactly representable, |f| <= 0.42, as hi + lo (~2^-40 relative):
+// log(1 + f) for f exactly representable, |f| <= 0.42, as hi + lo (~2^-30 relative):
 // with s = f / (2 + f), log(1 + f) = 2 atanh(s) = 2s + s R(s^2)
 void vk_f_log1pk(float f, out float hi, out float lo) {
     precise float d = 2.0 + f;
@@ -106,7 +107,7 @@ float vk_log(float x) {
 
 float vk_log1p(float x) {
     if (abs(x) < 0.29) {                         // 1 + x is not rounded: use x itself
-        if (x == 0.0) return x;                  // keeps -0
+        if (abs(x) < 2.98023224e-08) return x;    // log1p(x) = x (1 - x/2 ...); also -0, subnormals
         float hi, lo;
         vk_f_log1pk(x, hi, lo);
         return hi + lo;
@@ -152,53 +153,48 @@ float vk_f_cosk(float x, float y) {
     return v;
 }
 
-// Bits of 2/pi, most significant first: 2/pi = sum VK_TWO_OVER_PI[i] * 2^(-32 (i + 1)).
-const uint VK_TWO_OVER_PI[37] = uint[37](
-    0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u, 0xDB629599u, 0x3C439041u, 0xFE5163ABu,
-    0xDEBBC561u, 0xB7246E3Au, 0x424DD2E0u, 0x06492EEAu, 0x09D1921Cu, 0xFE1DEB1Cu, 0xB129A73Eu,
-    0xE88235F5u, 0x2EBB4484u, 0xE99C7026u, 0xB45F7E41u, 0x3991D639u, 0x835339F4u, 0x9C845F8Bu,
-    0xBDF9283Bu, 0x1FF897FFu, 0xDE05980Fu, 0xEF2F118Bu, 0x5A0A6D1Fu, 0x6D367ECFu, 0x27CB09B7u,
-    0x4F463F66u, 0x9E5FEA2Du, 0x7527BAC7u, 0xEBE5F17Bu, 0x3D0739F7u, 0x8A5292EAu, 0x6BFB5FB1u,
-    0x1F8D5D08u, 0x56033046u);
-
-// bits [pos, pos + 32) of the 288-bit little-endian integer p
-uint vk_bits32(uint p[9], int pos) {
-    int wd = pos >> 5;
-    int sh = pos & 31;
-    uint v = p[wd] >> uint(sh);
-    if (sh != 0 && wd < 8) v |= p[wd + 1] << uint(32 - sh);
-    return v;
+// Word i of 2/pi = sum w[i] 2^(-32 (i + 1)) (0 for i < 0, as 2/pi < 1), for the indices a
+// float can need. A chain of selects, not a table: lavapipe materialises an indexed
+// constant array in every invocation of the kernel, whether or not the code reading it
+// runs (that made sin/cos 4-10x slower).
+uint vk_two_over_pi_f(int i) {
+    return i == 0 ? 0xA2F9836Eu :
+           i == 1 ? 0x4E441529u :
+           i == 2 ? 0xFC2757D1u :
+           i == 3 ? 0xF534DDC0u :
+           i == 4 ? 0xDB629599u :
+           i == 5 ? 0x3C439041u :
+           i == 6 ? 0xFE5163ABu :
+           i == 7 ? 0xDEBBC561u :
+           i == 8 ? 0xB7246E3Au :
+           i == 9 ? 0x424DD2E0u : 0u;
 }
 
-// Payne-Hanek reduction, exact in integer arithmetic: for x = (mhi 2^32 + mlo) 2^e
-// (mhi < 2^21, e >= -62) returns the quadrant q = round(x 2/pi) mod 4 and
-// |x 2/pi - round(x 2/pi)| in [0, 1/2] as five words w[j] of weight 2^(-32 (j + 1));
-// neg says x 2/pi < round(x 2/pi). Used by float and double sin/cos for every |x| > pi/4.
-int vk_rem_pio2_bits(uint mhi, uint mlo, int e, out uint w[5], out bool neg) {
-    // words of 2/pi whose product with x is a multiple of 4 do not matter; seven more
-    // words leave >= 138 bits of the fraction exact
-    int i0 = e >= 2 ? (e - 2) >> 5 : 0;
-    uint p[9];
-    uint carry = 0u;
-    for (int j = 0; j < 7; ++j) {
-        uint hi, lo, c;
-        umulExtended(VK_TWO_OVER_PI[i0 + 6 - j], mlo, hi, lo);
-        p[j] = uaddCarry(lo, carry, c);
-        carry = hi + c;
+// Payne-Hanek reduction, exact in integer arithmetic, for x = m 2^e (m < 2^53). With
+// e = 32 (i0 + 1) + s, 0 <= s < 32, the words of 2/pi before i0 only add multiples of 2^32
+// to x 2/pi; the caller passes m2:m1:m0 = m << s and a[j] = word i0 + j of 2/pi (j = 0..7),
+// so that x 2/pi = (m << s) A 2^-224 with the units bit at a fixed word of the product:
+// nothing is indexed by a lane's exponent. Returns the quadrant q = round(x 2/pi) mod 4
+// and |x 2/pi - round(x 2/pi)| in [0, 1/2] as five words w[j] of weight 2^(-32 (j + 1)),
+// exact to 2^-140; neg says x 2/pi is below round(x 2/pi). For float and double sin/cos of
+// large |x|.
+int vk_rem_pio2_bits(uint m0, uint m1, uint m2, uint a[8], out uint w[5], out bool neg) {
+    uint p[11];                                  // little-endian words of (m << s) A
+    for (int j = 0; j < 11; ++j) p[j] = 0u;
+    uint m[3] = uint[3](m0, m1, m2);
+    for (int r = 0; r < 3; ++r) {
+        uint carry = 0u;
+        for (int j = 0; j < 8; ++j) {
+            uint hi, lo, c1, c2;
+            umulExtended(a[7 - j], m[r], hi, lo);
+            uint t = uaddCarry(lo, carry, c1);
+            p[j + r] = uaddCarry(p[j + r], t, c2);
+            carry = hi + c1 + c2;                // a b + c + d < 2^64: no overflow
+        }
+        p[8 + r] = carry;
     }
-    p[7] = carry;
-    carry = 0u;
-    for (int j = 0; j < 7; ++j) {
-        uint hi, lo, c1, c2;
-        umulExtended(VK_TWO_OVER_PI[i0 + 6 - j], mhi, hi, lo);
-        uint s = uaddCarry(lo, carry, c1);
-        p[j + 1] = uaddCarry(p[j + 1], s, c2);
-        carry = hi + c1 + c2;                    // hi < 2^21: no overflow
-    }
-    p[8] = carry;
-    int b = 32 * (i0 + 7) - e;                   // bit of p with weight 2^0
-    uint q = vk_bits32(p, b) & 3u;
-    for (int j = 0; j < 5; ++j) w[j] = vk_bits32(p, b - 32 * (j + 1));
+    uint q = p[7] & 3u;                          // units word; p[0], p[1] and p[8..] unused
+    for (int j = 0; j < 5; ++j) w[j] = p[6 - j];
     neg = w[0] >= 0x80000000u;
     if (neg) {                                   // fraction f >= 1/2: use 1 - f, next quadrant
         uint c = 1u;
@@ -212,13 +208,50 @@ int vk_rem_pio2_bits(uint mhi, uint mlo, int e, out uint w[5], out bool neg) {
     return int(q & 3u);
 }
 
-// |x| = q pi/2 + (rh + rl) for finite |x| > pi/4, |rh + rl| <= pi/4
-int vk_f_rem_pio2(float ax, out float rh, out float rl) {
+// m << s for m = mhi:mlo (mhi < 2^21), 0 <= s < 32, as three words
+void vk_shift_mantissa(uint mhi, uint mlo, int s, out uint m0, out uint m1, out uint m2) {
+    uint us = uint(s);
+    m0 = mlo << us;
+    m1 = s == 0 ? mhi : (mhi << us) | (mlo >> (32u - us));
+    m2 = s == 0 ? 0u : mhi >> (32u - us);
+}
+
+// |x| = q pi/2 + (rh + rl) for pi/4 < |x| < 2^12 (Cody-Waite): pi/2 = P1 + P2 + P3, with
+// k P1 and k P2 carried exactly (Dekker) so that cancellation near k pi/2 costs nothing.
+// Several times cheaper than the Payne-Hanek path, which takes the larger arguments.
+int vk_f_rem_pio2_cw(float ax, out float rh, out float rl) {
+    float k = floor(ax * 0.6366197723675814 + 0.5);
+    precise float p1 = k * 1.5707963705062866;
+    precise float e1 = vk_f_mulerr(k, 1.5707963705062866, p1);
+    precise float p2 = k * -4.371138828673793e-08;
+    precise float e2 = vk_f_mulerr(k, -4.371138828673793e-08, p2);
+    precise float t = ax - p1;                      // exact (Sterbenz)
+    precise float s1 = t - e1;                      // TwoSum(t, -e1)
+    precise float b1 = s1 - t;
+    precise float a1 = (t - (s1 - b1)) + (-e1 - b1);
+    precise float s2 = s1 - p2;                     // TwoSum(s1, -p2)
+    precise float b2 = s2 - s1;
+    precise float a2 = (s1 - (s2 - b2)) + (-p2 - b2);
+    precise float lo = (a1 + a2) - (e2 + k * -1.7151245100058819e-15);
+    precise float h = s2 + lo;
+    precise float l = lo - (h - s2);
+    rh = h;
+    rl = l;
+    return int(k) & 3;
+}
+
+// |x| = q pi/2 + (rh + rl) for any finite |x| > pi/4 (Payne-Hanek, vk_rem_pio2_bits)
+int vk_f_rem_pio2_ph(float ax, out float rh, out float rl) {
     int bits = floatBitsToInt(ax);
     uint w[5];
     bool neg;
-    int q = vk_rem_pio2_bits(0u, uint((bits & 0x7fffff) | 0x800000), ((bits >> 23) & 0xff) - 150,
-                             w, neg);
+    int e = ((bits >> 23) & 0xff) - 150;         // ax = m 2^e, e in [-11, 104]
+    int i0 = (e >> 5) - 1;
+    uint a[8];
+    for (int j = 0; j < 8; ++j) a[j] = vk_two_over_pi_f(i0 + j);
+    uint m0, m1, m2;
+    vk_shift_mantissa(0u, uint((bits & 0x7fffff) | 0x800000), e & 31, m0, m1, m2);
+    int q = vk_rem_pio2_bits(m0, m1, m2, a, w, neg);
     // the fraction as hi + lo from 16-bit pieces (each exact in a float), down to 2^-96
     precise float h = 0.0;
     precise float l = 0.0;
@@ -240,6 +273,15 @@ int vk_f_rem_pio2(float ax, out float rh, out float rl) {
     precise float l2 = pl - (h2 - ph);
     rh = neg ? -h2 : h2;
     rl = neg ? -l2 : l2;
+    return q;
+}
+
+// |x| = q pi/2 + (rh + rl), |rh + rl| <= pi/4, for finite |x| > pi/4
+int vk_f_rem_pio2(float ax, out float rh, out float rl) {
+    int q = vk_f_rem_pio2_cw(ax, rh, rl);
+    // large arguments are rare, but lavapipe runs a divergent if's body under a lane mask
+    // even when no lane takes it; written as a loop the unused path measured cheaper
+    for (int big = ax < 4096.0 ? 0 : 1; big > 0; --big) q = vk_f_rem_pio2_ph(ax, rh, rl);
     return q;
 }
 
@@ -280,20 +322,13 @@ float vk_sigmoid(float x) {
 }
 
 // erfc: W. J. Cody's rational approximations in the Chebyshev form used by Numerical
-// Recipes' erfc (28 coefficients, good to double precision; shared with math64.glsl).
+// Recipes' erfc (28 coefficients, good to double precision; math64.glsl uses all of them).
 // z^2 = hi + lo is split exactly and the exponent summed in hi + lo, since rounding z^2 alone
 // would cost |z|^2 ulp.
-const float VK_F_ERFC_CHEB[28] = float[28](
-    -1.3026537197817094, 6.4196979235649026e-1, 1.9476473204185836e-2,
-    -9.561514786808631e-3, -9.46595344482036e-4, 3.66839497852761e-4,
-    4.2523324806907e-5, -2.0278578112534e-5, -1.624290004647e-6,
-    1.303655835580e-6, 1.5626441722e-8, -8.5238095915e-8, 6.529054439e-9,
-    5.059343495e-9, -9.91364156e-10, -2.27365122e-10, 9.6467911e-11,
-    2.394038e-12, -6.886027e-12, 8.94487e-13, 3.13092e-13, -1.12708e-13,
-    3.81e-16, 7.106e-15, -1.523e-15, -9.4e-17, 1.21e-16, -2.8e-17);
 
 // erf on |x| < 0.5 by its Maclaurin series, which avoids the 1 - erfc cancellation near 0
 float vk_erf_series(float x) {
+    if (x == 0.0) return x;                   // keeps -0
     float x2 = x * x;
     float p = x2 * (-0.37612638903183754 + x2 * (0.11283791670955126
               + x2 * (-0.026866170645131252 + x2 * (0.005223977625442188
@@ -310,13 +345,22 @@ float vk_erfc(float x) {
     if (z > 10.1) return x > 0.0 ? 0.0 : 2.0;     // erfc(10.1) is below the float range
     float t = 2.0 / (2.0 + z);
     float ty = 4.0 * t - 2.0;
-    float d = 0.0, dd = 0.0;
-    // only the first 16 coefficients matter in float
-    for (int j = 15; j > 0; j--) { float tmp = d; d = ty * d - dd + VK_F_ERFC_CHEB[j]; dd = tmp; }
+    // Clenshaw's recurrence written out (an indexed constant array costs every invocation
+    // on lavapipe); only the first 16 coefficients matter in float
+    float b15 = -2.27365122e-10; float b14 = ty * b15 + -9.91364156e-10;
+    float b13 = ty * b14 - b15 + 5.059343495e-9;
+    float b12 = ty * b13 - b14 + 6.529054439e-9; float b11 = ty * b12 - b13 + -8.5238095915e-8;
+    float b10 = ty * b11 - b12 + 1.5626441722e-8;
+    float b9 = ty * b10 - b11 + 1.303655835580e-6; float b8 = ty * b9 - b10 + -1.624290004647e-6;
+    float b7 = ty * b8 - b9 + -2.0278578112534e-5;
+    float b6 = ty * b7 - b8 + 4.2523324806907e-5; float b5 = ty * b6 - b7 + 3.66839497852761e-4;
+    float b4 = ty * b5 - b6 + -9.46595344482036e-4;
+    float b3 = ty * b4 - b5 + -9.561514786808631e-3; float b2 = ty * b3 - b4 + 1.9476473204185836e-2;
+    float b1 = ty * b2 - b3 + 6.4196979235649026e-1;
     float zh = z * z;
     float zl = vk_f_mulerr(z, z, zh);
     // exp(-zh + E - zl) with -zh + E summed exactly (TwoSum) and handed to exp as hi + lo
-    precise float E = 0.5 * (VK_F_ERFC_CHEB[0] + ty * d) - dd;
+    precise float E = 0.5 * (-1.3026537197817094 + ty * b1) - b2;
     precise float sh = E - zh;
     precise float bb = sh - E;
     precise float sl = ((E - (sh - bb)) + (-zh - bb)) - zl;

@@ -66,7 +66,7 @@ double vk_d_exp2(double x, double xl) {
 }
 double vk_exp(double x) { return vk_d_exp2(x, 0.0LF); }
 
-// log(1 + f) for f exactly representable, |f| <= 0.42, as hi + lo (~2^-60 relative):
+// log(1 + f) for f exactly representable, |f| <= 0.42, as hi + lo (~2^-62 relative):
 // with s = f / (2 + f) in double-double, log(1 + f) = 2 atanh(s) = 2s + s R(s^2)
 void vk_d_log1pk(double f, out double hi, out double lo) {
     precise double d = 2.0LF + f;
@@ -139,7 +139,7 @@ double vk_log(double x) {
 
 double vk_log1p(double x) {
     if (abs(x) < 0.29LF) {                       // 1 + x is not rounded: use x itself
-        if (x == 0.0LF) return x;                // keeps -0
+        if (abs(x) < 5.551115123125783e-17LF) return x;  // log1p(x) = x (1 - x/2 ...); also -0, subnormals
         double hi, lo;
         vk_d_log1pk(x, hi, lo);
         return hi + lo;
@@ -166,6 +166,47 @@ double vk_expm1(double x) {
     // 2^k (1 + p) - 1 = 2^k (p + (1 - 2^-k)); the bracket is exact for small k
     if (ki < -2 || ki > 52) return vk_d_scale(1.0LF + p, ki) - 1.0LF;
     return vk_d_scale(p + (1.0LF - vk_d_pow2(-ki)), ki);
+}
+
+// Word i of 2/pi for every index a double can need (see vk_two_over_pi_f in math32.glsl)
+uint vk_two_over_pi_d(int i) {
+    return i == 0 ? 0xA2F9836Eu :
+           i == 1 ? 0x4E441529u :
+           i == 2 ? 0xFC2757D1u :
+           i == 3 ? 0xF534DDC0u :
+           i == 4 ? 0xDB629599u :
+           i == 5 ? 0x3C439041u :
+           i == 6 ? 0xFE5163ABu :
+           i == 7 ? 0xDEBBC561u :
+           i == 8 ? 0xB7246E3Au :
+           i == 9 ? 0x424DD2E0u :
+           i == 10 ? 0x06492EEAu :
+           i == 11 ? 0x09D1921Cu :
+           i == 12 ? 0xFE1DEB1Cu :
+           i == 13 ? 0xB129A73Eu :
+           i == 14 ? 0xE88235F5u :
+           i == 15 ? 0x2EBB4484u :
+           i == 16 ? 0xE99C7026u :
+           i == 17 ? 0xB45F7E41u :
+           i == 18 ? 0x3991D639u :
+           i == 19 ? 0x835339F4u :
+           i == 20 ? 0x9C845F8Bu :
+           i == 21 ? 0xBDF9283Bu :
+           i == 22 ? 0x1FF897FFu :
+           i == 23 ? 0xDE05980Fu :
+           i == 24 ? 0xEF2F118Bu :
+           i == 25 ? 0x5A0A6D1Fu :
+           i == 26 ? 0x6D367ECFu :
+           i == 27 ? 0x27CB09B7u :
+           i == 28 ? 0x4F463F66u :
+           i == 29 ? 0x9E5FEA2Du :
+           i == 30 ? 0x7527BAC7u :
+           i == 31 ? 0xEBE5F17Bu :
+           i == 32 ? 0x3D0739F7u :
+           i == 33 ? 0x8A5292EAu :
+           i == 34 ? 0x6BFB5FB1u :
+           i == 35 ? 0x1F8D5D08u :
+           i == 36 ? 0x56033046u : 0u;
 }
 
 // sin/cos of hi + lo on |hi| <= pi/4 (Taylor to x^19 / x^20; lo enters to first order)
@@ -199,13 +240,42 @@ double vk_d_cosk(double x, double y) {
     return v;
 }
 
-// |x| = q pi/2 + (rh + rl) for finite |x| > pi/4, |rh + rl| <= pi/4 (vk_rem_pio2_bits)
-int vk_d_rem_pio2(double ax, out double rh, out double rl) {
+// |x| = q pi/2 + (rh + rl) for pi/4 < |x| < 2^20 (Cody-Waite): pi/2 = P1 + P2 + P3, with
+// k P1 and k P2 carried exactly (Dekker) so that cancellation near k pi/2 costs nothing.
+// Several times cheaper than the Payne-Hanek path, which takes the larger arguments.
+int vk_d_rem_pio2_cw(double ax, out double rh, out double rl) {
+    double k = floor(ax * 0.6366197723675814LF + 0.5LF);
+    precise double p1 = k * 1.5707963267948966LF;
+    precise double e1 = vk_d_mulerr(k, 1.5707963267948966LF, p1);
+    precise double p2 = k * 6.123233995736766e-17LF;
+    precise double e2 = vk_d_mulerr(k, 6.123233995736766e-17LF, p2);
+    precise double t = ax - p1;                      // exact (Sterbenz)
+    precise double s1 = t - e1;                      // TwoSum(t, -e1)
+    precise double b1 = s1 - t;
+    precise double a1 = (t - (s1 - b1)) + (-e1 - b1);
+    precise double s2 = s1 - p2;                     // TwoSum(s1, -p2)
+    precise double b2 = s2 - s1;
+    precise double a2 = (s1 - (s2 - b2)) + (-p2 - b2);
+    precise double lo = (a1 + a2) - (e2 + k * -1.4973849048591698e-33LF);
+    precise double h = s2 + lo;
+    precise double l = lo - (h - s2);
+    rh = h;
+    rl = l;
+    return int(k) & 3;
+}
+
+// |x| = q pi/2 + (rh + rl) for any finite |x| > pi/4 (Payne-Hanek, vk_rem_pio2_bits)
+int vk_d_rem_pio2_ph(double ax, out double rh, out double rl) {
     uvec2 u = unpackDouble2x32(ax);
     uint w[5];
     bool neg;
-    int q = vk_rem_pio2_bits((u.y & 0xfffffu) | 0x100000u, u.x, int((u.y >> 20) & 0x7ffu) - 1075,
-                             w, neg);
+    int e = int((u.y >> 20) & 0x7ffu) - 1075;    // ax = m 2^e, e in [-32, 971]
+    int i0 = (e >> 5) - 1;
+    uint a[8];
+    for (int j = 0; j < 8; ++j) a[j] = vk_two_over_pi_d(i0 + j);
+    uint m0, m1, m2;
+    vk_shift_mantissa((u.y & 0xfffffu) | 0x100000u, u.x, e & 31, m0, m1, m2);
+    int q = vk_rem_pio2_bits(m0, m1, m2, a, w, neg);
     // the 160-bit fraction as a double-double (each word is exact in a double)
     precise double h = 0.0LF;
     precise double l = 0.0LF;
@@ -226,6 +296,15 @@ int vk_d_rem_pio2(double ax, out double rh, out double rl) {
     precise double l2 = pl - (h2 - ph);
     rh = neg ? -h2 : h2;
     rl = neg ? -l2 : l2;
+    return q;
+}
+
+// |x| = q pi/2 + (rh + rl), |rh + rl| <= pi/4, for finite |x| > pi/4
+int vk_d_rem_pio2(double ax, out double rh, out double rl) {
+    int q = vk_d_rem_pio2_cw(ax, rh, rl);
+    // large arguments are rare, but lavapipe runs a divergent if's body under a lane mask
+    // even when no lane takes it; written as a loop the unused path measured cheaper
+    for (int big = ax < 1048576.0LF ? 0 : 1; big > 0; --big) q = vk_d_rem_pio2_ph(ax, rh, rl);
     return q;
 }
 
@@ -265,18 +344,10 @@ double vk_sigmoid(double x) {
     return e / (1.0LF + e);
 }
 
-// erfc with the Chebyshev coefficients of math32.glsl at full double precision
-const double VK_D_ERFC_CHEB[28] = double[28](
-    -1.3026537197817094LF, 6.4196979235649026e-1LF, 1.9476473204185836e-2LF,
-    -9.561514786808631e-3LF, -9.46595344482036e-4LF, 3.66839497852761e-4LF,
-    4.2523324806907e-5LF, -2.0278578112534e-5LF, -1.624290004647e-6LF,
-    1.303655835580e-6LF, 1.5626441722e-8LF, -8.5238095915e-8LF, 6.529054439e-9LF,
-    5.059343495e-9LF, -9.91364156e-10LF, -2.27365122e-10LF, 9.6467911e-11LF,
-    2.394038e-12LF, -6.886027e-12LF, 8.94487e-13LF, 3.13092e-13LF, -1.12708e-13LF,
-    3.81e-16LF, 7.106e-15LF, -1.523e-15LF, -9.4e-17LF, 1.21e-16LF, -2.8e-17LF);
 
 // erf on |x| < 0.5 by its Maclaurin series to x^27, which avoids the 1 - erfc cancellation
 double vk_erf_series(double x) {
+    if (x == 0.0LF) return x;                   // keeps -0
     double z = x * x;
     double p = -6.7113668551641105e-12LF;
     p = 9.422759064650411e-11LF + z * p;
@@ -302,12 +373,29 @@ double vk_erfc(double x) {
     if (z > 27.3LF) return x > 0.0LF ? 0.0LF : 2.0LF;    // erfc(27.3) is below the double range
     double t = 2.0LF / (2.0LF + z);
     double ty = 4.0LF * t - 2.0LF;
-    double d = 0.0LF, dd = 0.0LF;
-    for (int j = 27; j > 0; j--) { double tmp = d; d = ty * d - dd + VK_D_ERFC_CHEB[j]; dd = tmp; }
+    // the Chebyshev series of math32.glsl's erfc with all 28 coefficients, Clenshaw written out
+    double b27 = -2.8e-17LF; double b26 = ty * b27 + 1.21e-16LF;
+    double b25 = ty * b26 - b27 + -9.4e-17LF;
+    double b24 = ty * b25 - b26 + -1.523e-15LF; double b23 = ty * b24 - b25 + 7.106e-15LF;
+    double b22 = ty * b23 - b24 + 3.81e-16LF;
+    double b21 = ty * b22 - b23 + -1.12708e-13LF; double b20 = ty * b21 - b22 + 3.13092e-13LF;
+    double b19 = ty * b20 - b21 + 8.94487e-13LF;
+    double b18 = ty * b19 - b20 + -6.886027e-12LF; double b17 = ty * b18 - b19 + 2.394038e-12LF;
+    double b16 = ty * b17 - b18 + 9.6467911e-11LF;
+    double b15 = ty * b16 - b17 + -2.27365122e-10LF; double b14 = ty * b15 - b16 + -9.91364156e-10LF;
+    double b13 = ty * b14 - b15 + 5.059343495e-9LF;
+    double b12 = ty * b13 - b14 + 6.529054439e-9LF; double b11 = ty * b12 - b13 + -8.5238095915e-8LF;
+    double b10 = ty * b11 - b12 + 1.5626441722e-8LF;
+    double b9 = ty * b10 - b11 + 1.303655835580e-6LF; double b8 = ty * b9 - b10 + -1.624290004647e-6LF;
+    double b7 = ty * b8 - b9 + -2.0278578112534e-5LF;
+    double b6 = ty * b7 - b8 + 4.2523324806907e-5LF; double b5 = ty * b6 - b7 + 3.66839497852761e-4LF;
+    double b4 = ty * b5 - b6 + -9.46595344482036e-4LF;
+    double b3 = ty * b4 - b5 + -9.561514786808631e-3LF; double b2 = ty * b3 - b4 + 1.9476473204185836e-2LF;
+    double b1 = ty * b2 - b3 + 6.4196979235649026e-1LF;
     double zh = z * z;
     double zl = vk_d_mulerr(z, z, zh);
     // exp(-zh + E - zl) with -zh + E summed exactly (TwoSum) and handed to exp as hi + lo
-    precise double E = 0.5LF * (VK_D_ERFC_CHEB[0] + ty * d) - dd;
+    precise double E = 0.5LF * (-1.3026537197817094LF + ty * b1) - b2;
     precise double sh = E - zh;
     precise double bb = sh - E;
     precise double sl = ((E - (sh - bb)) + (-zh - bb)) - zl;

@@ -1,0 +1,390 @@
+"""vkml.nn.functional against NumPy float64 references, forward and gradient."""
+import math
+
+import numpy as np
+import pytest
+
+import vkml
+import vkml.numpy as vnp
+import vkml.random as vr
+from vkml.nn import functional as F
+from vkml.test_util import check_grads
+
+RNG = np.random.default_rng(7)
+F64 = np.float64
+
+
+def f32(x):
+    return vnp.asarray(np.asarray(x, np.float32))
+
+
+def f64(x):
+    return vnp.asarray(np.asarray(x, F64))
+
+
+def close32(got, want, rtol=1e-5, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(got).astype(F64), want, rtol=rtol, atol=atol)
+
+
+def close64(got, want, rtol=1e-12, atol=1e-13):
+    np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=atol)
+
+
+# --------------------------------------------------------------------------- activations
+
+def _erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+ACTS = {
+    "relu": (F.relu, lambda x: np.maximum(x, 0)),
+    "gelu": (F.gelu, lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"),
+                  lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+    "silu": (F.silu, lambda x: x / (1 + np.exp(-x))),
+    "sigmoid": (F.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTS))
+def test_activation_forward(name):
+    fn, ref = ACTS[name]
+    x = RNG.standard_normal((3, 5)) * 3
+    close32(fn(f32(x).T), ref(x.astype(np.float32).astype(F64)).T)
+    close64(fn(f64(x)), ref(x), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "silu", "sigmoid"])
+def test_activation_grad(name):
+    fn, _ = ACTS[name]
+    check_grads(lambda x: fn(x), (f64(RNG.standard_normal(4)),), order=1)
+
+
+def test_relu_grad_at_zero_is_zero():
+    g = vkml.grad(lambda x: F.relu(x).sum())(f64([-1.0, 0.0, 2.0]))
+    assert np.asarray(g).tolist() == [0.0, 0.0, 1.0]
+
+
+def test_gelu_rejects_unknown_approximation():
+    with pytest.raises(ValueError, match="approximate"):
+        F.gelu(f32([1.0]), approximate="fast")
+
+
+# --------------------------------------------------------------------------- softmax family
+
+def _lse(x, axis, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def test_softmax_and_log_softmax():
+    x = RNG.standard_normal((2, 3, 4)) * 4
+    for ax in (-1, 1, 0):
+        ref = np.exp(x - _lse(x, ax, True))
+        close64(F.softmax(f64(x), axis=ax), ref)
+        close64(F.log_softmax(f64(x), axis=ax), x - _lse(x, ax, True))
+        close32(F.softmax(f32(x), axis=ax), ref, atol=1e-6)
+
+
+def test_softmax_grads():
+    x = f64(RNG.standard_normal((2, 3)))
+    w = f64(RNG.standard_normal((2, 3)))
+    check_grads(lambda x: F.softmax(x, axis=1) * w, (x,), order=1)
+    check_grads(lambda x: F.log_softmax(x, axis=0) * w, (x,), order=1)
+
+
+def test_logsumexp_values():
+    x = RNG.standard_normal((3, 4)) * 5
+    close64(F.logsumexp(f64(x)), _lse(x, None))
+    close64(F.logsumexp(f64(x), axis=1), _lse(x, 1))
+    close64(F.logsumexp(f64(x), axis=(0, 1), keepdims=True), _lse(x, (0, 1), True))
+    big = F.logsumexp(f32([1000.0, 1000.0]))
+    assert float(big) == pytest.approx(1000 + math.log(2), rel=1e-6)
+    rows = np.asarray(F.logsumexp(f64([[-np.inf, -np.inf], [0.0, -np.inf]]), axis=1))
+    assert rows[0] == -np.inf and rows[1] == 0.0
+
+
+def test_logsumexp_gradient_is_softmax():
+    x = RNG.standard_normal(5) * 3
+    g = vkml.grad(lambda v: F.logsumexp(v))(f64(x))
+    close64(g, np.exp(x - _lse(x, 0)))
+    check_grads(lambda v: F.logsumexp(v, axis=1), (f64(RNG.standard_normal((2, 3))),), order=1)
+
+
+# --------------------------------------------------------------------------- losses
+
+def _ce_ref(logits, labels, reduction="mean", smoothing=0.0, ignore=-100):
+    """PyTorch's cross_entropy with class axis 1 (or 0 for 1-d logits)."""
+    logits = np.asarray(logits, F64)
+    ax = 1 if logits.ndim >= 2 else 0
+    lp = logits - _lse(logits, ax, True)
+    lp = np.moveaxis(lp, ax, -1)
+    C = lp.shape[-1]
+    if np.issubdtype(np.asarray(labels).dtype, np.floating):
+        t = np.moveaxis(np.asarray(labels, F64), ax, -1) * (1 - smoothing) + smoothing / C
+        loss = -(t * lp).sum(-1)
+        return {"none": loss, "sum": loss.sum(), "mean": loss.mean()}[reduction]
+    labels = np.asarray(labels)
+    valid = labels != ignore
+    safe = np.where(valid, labels, 0)
+    nll = -np.take_along_axis(lp, safe[..., None], -1)[..., 0]
+    loss = (1 - smoothing) * nll - smoothing * lp.mean(-1)
+    loss = np.where(valid, loss, 0.0)
+    return {"none": loss, "sum": loss.sum(), "mean": loss.sum() / valid.sum()}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy(reduction, smoothing):
+    logits = RNG.standard_normal((5, 4)) * 2
+    labels = np.array([0, 3, 1, 1, 2], np.int32)
+    got = F.cross_entropy(f64(logits), vnp.asarray(labels), reduction=reduction, label_smoothing=smoothing)
+    close64(got, _ce_ref(logits, labels, reduction, smoothing))
+    got32 = F.cross_entropy(f32(logits), vnp.asarray(labels), reduction=reduction, label_smoothing=smoothing)
+    close32(got32, _ce_ref(logits.astype(np.float32), labels, reduction, smoothing), atol=1e-5)
+
+
+def test_cross_entropy_spatial_ignore_index_and_unbatched():
+    logits = RNG.standard_normal((2, 3, 2, 2))
+    labels = np.array([[[0, 2], [1, -100]], [[2, 2], [0, 1]]], np.int32)
+    for red in ("mean", "none"):
+        close64(F.cross_entropy(f64(logits), vnp.asarray(labels), reduction=red, label_smoothing=0.2),
+                _ce_ref(logits, labels, red, 0.2))
+    one = RNG.standard_normal(4)
+    close64(F.cross_entropy(f64(one), vnp.asarray(2)), _ce_ref(one, np.int32(2)))
+
+
+def test_cross_entropy_probability_targets():
+    logits = RNG.standard_normal((3, 4))
+    p = RNG.random((3, 4))
+    p /= p.sum(1, keepdims=True)
+    close64(F.cross_entropy(f64(logits), f64(p), label_smoothing=0.1), _ce_ref(logits, p, "mean", 0.1))
+
+
+def test_cross_entropy_grad_and_errors():
+    labels = vnp.asarray(np.array([1, 0, 2], np.int32))
+    logits = RNG.standard_normal((3, 3))
+    check_grads(lambda z: F.cross_entropy(z, labels, label_smoothing=0.1), (f64(logits),), order=1)
+    g = vkml.grad(lambda z: F.cross_entropy(z, labels, reduction="sum"))(f64(logits))
+    sm = np.exp(logits - _lse(logits, 1, True))
+    close64(g, sm - np.eye(3)[[1, 0, 2]])
+    with pytest.raises(ValueError, match=r"labels of shape \(2,\).*expected labels of shape \(3,\)"):
+        F.cross_entropy(f64(logits), vnp.asarray([0, 1]))
+    with pytest.raises(TypeError, match="int32 class indices"):
+        F.cross_entropy(f64(logits), vnp.asarray([True, False, True]))
+    with pytest.raises(ValueError, match="reduction"):
+        F.cross_entropy(f64(logits), labels, reduction="avg")
+
+
+def test_mse_loss_and_one_hot():
+    a, b = RNG.standard_normal((2, 3)), RNG.standard_normal((2, 3))
+    close64(F.mse_loss(f64(a), f64(b)), ((a - b) ** 2).mean())
+    close64(F.mse_loss(f64(a), f64(b), reduction="none"), (a - b) ** 2)
+    close64(F.mse_loss(f64(a), f64(b), reduction="sum"), ((a - b) ** 2).sum())
+    check_grads(lambda p: F.mse_loss(p, f64(b)), (f64(a),), order=1)
+    assert np.asarray(F.one_hot(vnp.asarray([2, -1]), 3)).tolist() == [[0, 0, 1], [0, 0, 0]]
+
+
+def test_nll_loss_matches_cross_entropy():
+    logits = RNG.standard_normal((4, 3))
+    labels = vnp.asarray(np.array([2, 0, 1, 1], np.int32))
+    close64(F.nll_loss(F.log_softmax(f64(logits), axis=1), labels), np.asarray(F.cross_entropy(f64(logits), labels)))
+
+
+# --------------------------------------------------------------------------- linear, conv
+
+def test_linear():
+    x, w, b = RNG.standard_normal((2, 4, 3)), RNG.standard_normal((5, 3)), RNG.standard_normal(5)
+    close64(F.linear(f64(x), f64(w), f64(b)), x @ w.T + b)
+    close32(F.linear(f32(x), f32(w)), (x @ w.T), atol=1e-5)
+    check_grads(lambda x, w, b: F.linear(x, w, b), (f64(x[0]), f64(w), f64(b)), order=1)
+    with pytest.raises(ValueError, match="in_features = 3"):
+        F.linear(f64(np.ones((2, 4))), f64(w))
+
+
+def conv_ref(x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1):
+    N, C, H, W = x.shape
+    O, Cg, kh, kw = w.shape
+    (sh, sw), (dh, dw) = stride, dilation
+    xp = np.pad(x, ((0, 0), (0, 0)) + tuple(padding))
+    OH = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    OW = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((N, O, OH, OW))
+    Og = O // groups
+    for g in range(groups):
+        xs, ws = xp[:, g * Cg:(g + 1) * Cg], w[g * Og:(g + 1) * Og]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dh:i * dh + sh * (OH - 1) + 1:sh, j * dw:j * dw + sw * (OW - 1) + 1:sw]
+                out[:, g * Og:(g + 1) * Og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    return out if b is None else out + b[None, :, None, None]
+
+
+CONVS = [  # (C, O, k, stride, padding, dilation, groups, H, W)
+    (3, 4, (3, 3), 1, 0, 1, 1, 6, 5),
+    (2, 3, (3, 2), (2, 1), (1, 2), 1, 1, 7, 6),
+    (4, 6, (3, 3), 2, 1, 2, 2, 9, 8),
+    (4, 4, (1, 1), 1, 0, 1, 4, 3, 3),
+    (6, 4, (2, 3), (1, 2), (0, 1), (2, 1), 2, 6, 7),
+]
+
+
+@pytest.mark.parametrize("cfg", CONVS, ids=lambda c: "C{}O{}k{}s{}p{}d{}g{}".format(*c[:7]))
+def test_conv2d_forward(cfg):
+    C, O, k, s, p, d, g, H, W = cfg
+    x = RNG.standard_normal((2, C, H, W))
+    w = RNG.standard_normal((O, C // g) + k)
+    b = RNG.standard_normal(O)
+    pp = F._pair("t", "p", p, 0)
+    want = conv_ref(x, w, b, F._pair("t", "s", s, 1), ((pp[0], pp[0]), (pp[1], pp[1])), F._pair("t", "d", d, 1), g)
+    close64(F.conv2d(f64(x), f64(w), f64(b), s, p, d, g), want, rtol=1e-11, atol=1e-12)
+    close32(F.conv2d(f32(x), f32(w), f32(b), s, p, d, g), want, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("cfg", [CONVS[1], CONVS[2]], ids=["stride_pad", "dilated_groups"])
+def test_conv2d_grad(cfg):
+    C, O, k, s, p, d, g, H, W = cfg
+    x = f64(RNG.standard_normal((1, C, H, W)))
+    w = f64(RNG.standard_normal((O, C // g) + k))
+    b = f64(RNG.standard_normal(O))
+    check_grads(lambda x, w, b: F.conv2d(x, w, b, s, p, d, g), (x, w, b), order=1)
+
+
+def test_conv2d_same_padding_unbatched_and_errors():
+    x, w = RNG.standard_normal((2, 5, 6)), RNG.standard_normal((3, 2, 2, 4))
+    got = F.conv2d(f64(x), f64(w), padding="same")
+    assert got.shape == (3, 5, 6)
+    close64(got, conv_ref(x[None], w, padding=((0, 1), (1, 2)))[0])
+    close64(F.conv2d(f64(x), f64(w), padding="valid"), conv_ref(x[None], w)[0])
+    with pytest.raises(ValueError, match=r"groups=2.*weight.shape\[1\] == C // groups"):
+        F.conv2d(f64(np.ones((1, 4, 5, 5))), f64(np.ones((2, 4, 3, 3))), groups=2)
+    with pytest.raises(ValueError, match="does not fit"):
+        F.conv2d(f64(np.ones((1, 1, 2, 2))), f64(np.ones((1, 1, 3, 3))))
+    with pytest.raises(ValueError, match="NCHW"):
+        F.conv2d(f64(np.ones((4, 4))), f64(np.ones((1, 1, 3, 3))))
+
+
+# --------------------------------------------------------------------------- pooling
+
+def _windows(x, k, s, p, fill):
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=fill)
+    OH = (xp.shape[2] - k[0]) // s[0] + 1
+    OW = (xp.shape[3] - k[1]) // s[1] + 1
+    w = np.stack([xp[:, :, i:i + s[0] * (OH - 1) + 1:s[0], j:j + s[1] * (OW - 1) + 1:s[1]]
+                  for i in range(k[0]) for j in range(k[1])], axis=-1)
+    return w
+
+
+def test_max_pool2d():
+    x = RNG.standard_normal((2, 3, 7, 6))
+    close64(F.max_pool2d(f64(x), 2), _windows(x, (2, 2), (2, 2), (0, 0), -np.inf).max(-1))
+    close64(F.max_pool2d(f64(x), (3, 2), stride=(2, 1), padding=1),
+            _windows(x, (3, 2), (2, 1), (1, 1), -np.inf).max(-1))
+    close32(F.max_pool2d(f32(x)[:, :, ::2], 2), _windows(x[:, :, ::2].astype(np.float32), (2, 2), (2, 2), (0, 0), -np.inf).max(-1))
+    check_grads(lambda v: F.max_pool2d(v, 2, stride=1), (f64(RNG.standard_normal((1, 2, 4, 4))),),
+                order=1)
+
+
+@pytest.mark.parametrize("include", [True, False])
+def test_avg_pool2d(include):
+    x = RNG.standard_normal((2, 2, 6, 5))
+    k, s, p = (3, 2), (2, 2), (1, 1)
+    sums = _windows(x, k, s, p, 0.0).sum(-1)
+    cnt = _windows(np.ones((1, 1, 6, 5)), k, s, p, 0.0).sum(-1) if not include else k[0] * k[1]
+    close64(F.avg_pool2d(f64(x), k, s, p, count_include_pad=include), sums / cnt)
+    close32(F.avg_pool2d(f32(x), k, s, p, count_include_pad=include), sums / cnt, atol=1e-6)
+    close64(F.avg_pool2d(f64(x), 2), _windows(x, (2, 2), (2, 2), (0, 0), 0.0).mean(-1))
+    check_grads(lambda v: F.avg_pool2d(v, k, s, p, count_include_pad=include),
+                (f64(RNG.standard_normal((1, 1, 4, 5))),), order=1)
+
+
+def test_pool_errors():
+    with pytest.raises(ValueError, match="at most half the kernel"):
+        F.max_pool2d(f64(np.ones((1, 1, 4, 4))), 2, padding=2)
+    with pytest.raises(NotImplementedError, match="ceil_mode"):
+        F.avg_pool2d(f64(np.ones((1, 1, 4, 4))), 2, ceil_mode=True)
+
+
+# --------------------------------------------------------------------------- normalisation
+
+def test_batch_norm_train_and_eval():
+    x = RNG.standard_normal((4, 3, 2, 2)) * 2 + 1
+    w, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    rm, rv = RNG.standard_normal(3), RNG.random(3) + 0.5
+    mean, var = x.mean((0, 2, 3)), x.var((0, 2, 3))
+    sh = (1, 3, 1, 1)
+    want = (x - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-5) * w.reshape(sh) + b.reshape(sh)
+    y, nm, nv = F.batch_norm(f64(x), f64(rm), f64(rv), f64(w), f64(b), training=True, momentum=0.2,
+                             return_running=True)
+    close64(y, want)
+    close64(nm, 0.8 * rm + 0.2 * mean)
+    close64(nv, 0.8 * rv + 0.2 * x.var((0, 2, 3), ddof=1))
+    ev = (x - rm.reshape(sh)) / np.sqrt(rv.reshape(sh) + 1e-3) * w.reshape(sh) + b.reshape(sh)
+    close64(F.batch_norm(f64(x), f64(rm), f64(rv), f64(w), f64(b), eps=1e-3), ev)
+    x2 = RNG.standard_normal((5, 2))
+    close64(F.batch_norm(f64(x2), training=True), (x2 - x2.mean(0)) / np.sqrt(x2.var(0) + 1e-5))
+    close32(F.batch_norm(f32(x), training=True), (x - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-5),
+            atol=1e-5)
+
+
+def test_batch_norm_grads_and_errors():
+    x = f64(RNG.standard_normal((3, 2, 2, 2)))
+    w, b = f64(RNG.standard_normal(2)), f64(RNG.standard_normal(2))
+    check_grads(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), (x, w, b),
+                order=1)
+    rm, rv = f64([0.1, 0.2]), f64([1.5, 0.5])
+    g = vkml.grad(lambda rm: F.batch_norm(x, rm, rv, training=False).sum())(rm)
+    assert np.all(np.asarray(g) == 0)     # running statistics get no gradient
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        F.batch_norm(f64(np.ones((1, 2))), training=True)
+    with pytest.raises(ValueError, match=r"running_mean must have shape \(2,\)"):
+        F.batch_norm(x, f64([0.0]), rv)
+
+
+def test_layer_norm():
+    x = RNG.standard_normal((2, 3, 4))
+    w, b = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    m, v = x.mean((1, 2), keepdims=True), x.var((1, 2), keepdims=True)
+    close64(F.layer_norm(f64(x), (3, 4), f64(w), f64(b)), (x - m) / np.sqrt(v + 1e-5) * w + b)
+    m1, v1 = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    close64(F.layer_norm(f64(x), 4, eps=1e-3), (x - m1) / np.sqrt(v1 + 1e-3))
+    close32(F.layer_norm(f32(x), 4), (x - m1) / np.sqrt(v1 + 1e-5), atol=1e-5)
+    check_grads(lambda x, w, b: F.layer_norm(x, 4, w, b), (f64(x[0]), f64(w[0]), f64(b[0])),
+                order=1)
+    with pytest.raises(ValueError, match=r"normalized_shape \(3,\) must be the trailing dims"):
+        F.layer_norm(f64(x), 3)
+
+
+# --------------------------------------------------------------------------- dropout, embedding
+
+def test_dropout_rate_scale_and_modes():
+    x = vnp.ones((100, 100))
+    y = np.asarray(F.dropout(x, 0.3, vr.key(1)))
+    kept = y != 0
+    assert abs(kept.mean() - 0.7) < 0.02          # 10^4 draws: 4.6 standard deviations
+    np.testing.assert_allclose(y[kept], 1 / 0.7, rtol=1e-6)
+    assert np.array_equal(np.asarray(F.dropout(x, 0.3, vr.key(1))), y)      # same key, same mask
+    assert not np.array_equal(np.asarray(F.dropout(x, 0.3, vr.key(2))), y)
+    assert F.dropout(x, 0.3, None, training=False) is x
+    assert np.all(np.asarray(F.dropout(x, 1.0, vr.key(0))) == 0)
+    with pytest.raises(ValueError, match="needs a random key"):
+        F.dropout(x, 0.5)
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        F.dropout(x, 1.5, vr.key(0))
+    # gradient: the mask scaled by 1 / (1 - p)
+    g = vkml.grad(lambda v: F.dropout(v, 0.25, vr.key(3)).sum())(f64(np.ones(50)))
+    mask = np.asarray(F.dropout(f64(np.ones(50)), 0.25, vr.key(3))) != 0
+    close64(g, mask / 0.75)
+
+
+def test_embedding():
+    w = RNG.standard_normal((5, 3))
+    ids = np.array([[0, 4, 4], [2, 1, 0]], np.int32)
+    close64(F.embedding(vnp.asarray(ids), f64(w)), w[ids])
+    g = vkml.grad(lambda w: (F.embedding(vnp.asarray(ids), w) * f64(np.arange(3.0))).sum())(f64(w))
+    want = np.zeros((5, 3))
+    np.add.at(want, ids.ravel(), np.arange(3.0))
+    close64(g, want)
+    with pytest.raises(TypeError, match="integers"):
+        F.embedding(f64([0.0]), f64(w))

@@ -1,0 +1,135 @@
+"""MatMul kernels beyond the registry cases: a larger product against float64 NumPy with
+an error bound that grows like sqrt(k), every tiling strategy on the device at hand (the
+GPU `shared` kernel runs on lavapipe too), odd sizes around the tile and chunk edges,
+broadcast batches, and the tiling choice under other devices' limits.
+"""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import vkml.numpy as vnp
+from vkml.array import bind
+from vkml.trace.ops import OpKind
+from vkml.vulkan.lower import matmul as mm
+
+RNG = np.random.default_rng(5)
+EPS32 = np.finfo(np.float32).eps
+
+TILINGS = {
+    "device": None,                                   # what this device runs by default
+    "gpu": mm.GPU_TILING,
+    "gpu-small": mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4),
+    "cpu": mm.CPU_TILING,
+    "cpu-narrow": mm.Tiling("subgroup", tm=4, tn=4, wa=1, wb=4),
+    "cpu-wideA": mm.Tiling("subgroup", tm=8, tn=8, wa=8, wb=2),
+}
+
+
+@pytest.fixture(params=list(TILINGS))
+def tiling(request):
+    t = TILINGS[request.param]
+    if t is not None and t.strategy == "subgroup" and not _dev().is_cpu:
+        pytest.skip("the subgroup kernel assumes one subgroup per workgroup (CPU devices)")
+    mm.set_tiling(t)
+    yield request.param
+    mm.set_tiling(None)
+
+
+def _dev():
+    from vkml.vulkan import runtime
+    return runtime.get().dev
+
+
+def _matmul(a, b):
+    return np.asarray(bind(OpKind.MatMul, [vnp.asarray(a), vnp.asarray(b)]))
+
+
+def test_large_float32_against_float64():
+    m, k, n = 256, 300, 129
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    got = _matmul(a, b).astype(np.float64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    # rounding errors of a k-term float32 sum grow like sqrt(k) ulps of the result's
+    # scale (NumPy's own float32 product: max 1.3, rms 0.3 of this unit); one lost or
+    # doubled term would be off by about 1 / (sqrt(k) * eps) ~ 5e5 units
+    unit = np.sqrt(k) * EPS32 * np.sqrt(np.mean(want ** 2))
+    err = np.abs(got - want)
+    assert err.max() < 4 * unit, err.max() / unit
+    assert np.sqrt(np.mean(err ** 2)) < unit
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("shapes", [
+    ((65, 129), (129, 66)),           # one past the tile edges, odd k after whole chunks
+    ((1, 7), (7, 1)),
+    ((40, 17), (17, 129)),            # k below one chunk: the remainder loop only
+    ((3, 1, 33, 24), (4, 24, 9)),     # batch broadcast from both sides
+    ((2, 5, 0), (2, 0, 3)),           # k = 0
+], ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
+def test_tilings(tiling, dtype, shapes):
+    sa, sb = shapes
+    if np.dtype(dtype).kind == "i":
+        a, b = RNG.integers(-9, 10, sa).astype(dtype), RNG.integers(-9, 10, sb).astype(dtype)
+    else:
+        a, b = RNG.uniform(-2, 2, sa).astype(dtype), RNG.uniform(-2, 2, sb).astype(dtype)
+    got = _matmul(a, b)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert got.shape == want.shape and got.dtype == dtype
+    if np.dtype(dtype).kind == "i":
+        np.testing.assert_array_equal(got, want.astype(dtype))
+    else:
+        eps = np.finfo(dtype).eps
+        np.testing.assert_allclose(got, want, rtol=0, atol=16 * eps * np.sqrt(sa[-1]) * 4)
+
+
+def test_special_values_stay_local(tiling):
+    """inf and nan reach exactly the outputs whose row and column they are on (clamped
+    edge loads and remainder steps must not leak them elsewhere)."""
+    a = RNG.uniform(1, 2, (9, 19)).astype(np.float32)
+    b = RNG.uniform(1, 2, (19, 70)).astype(np.float32)
+    a[8, 18] = np.inf          # last row, last k: the remainder step of the edge row
+    b[18, 69] = np.nan         # last k, last column
+    got = _matmul(a, b)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5)
+
+
+def test_vector_operands_through_numpy_surface():
+    a = RNG.standard_normal(33).astype(np.float32)
+    b = RNG.standard_normal((33, 5)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(vnp.matmul(vnp.asarray(a), vnp.asarray(b))), a @ b,
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(vnp.asarray(b.T) @ vnp.asarray(a)), b.T @ a,
+                               rtol=1e-5, atol=1e-5)
+
+
+def _fake(is_cpu, sub, smem, inv, int64=True):
+    return SimpleNamespace(is_cpu=is_cpu, subgroup_size=sub, max_shared_memory=smem,
+                           max_workgroup_invocations=inv, has_int64=int64, name="fake")
+
+
+@pytest.mark.parametrize("dev", [_fake(False, 32, 48 << 10, 1024), _fake(False, 64, 32 << 10, 256),
+                                 _fake(False, 32, 16 << 10, 128)], ids=["nvidia", "amd-ish", "small"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_tiling_fits_limits(dev, dtype):
+    t = mm.choose_tiling(dev, dtype, 1024, 1024, 1024)
+    threads = (t.bm // t.tm) * (t.bn // t.tn)
+    assert t.strategy == "shared"
+    assert threads <= dev.max_workgroup_invocations
+    assert t.bk * (t.bm + t.bn + 2) * np.dtype(dtype).itemsize <= dev.max_shared_memory
+
+
+def test_cpu_tiling_shrinks_to_small_operands():
+    dev = _fake(True, 8, 32 << 10, 1024)
+    big = mm.choose_tiling(dev, np.float32, 1024, 1024, 1024)
+    assert (big.tm, big.tn, big.wa, big.wb) == (mm.CPU_TILING.tm, mm.CPU_TILING.tn, 2, 8)
+    t = mm.choose_tiling(dev, np.float32, 1, 5, 7)        # a row vector, odd n and k
+    assert (t.tm, t.tn, t.wa, t.wb) == (1, 1, 1, 1)
+    t = mm.choose_tiling(dev, np.float64, 100, 100, 100)  # doubles: at most 4 per load
+    assert t.wb == 4 and t.wa == 2
+    assert mm.choose_tiling(_fake(True, 8, 32 << 10, 1024, int64=False), np.float32, 64, 64, 64).wb == 4

@@ -1,0 +1,253 @@
+"""Reduction, cumsum and softmax kernels beyond the registry cases: every axis subset of
+a 4-d tensor, long inputs split over many workgroups (accuracy against float64), products
+with zeros and wild magnitudes, first-index ties, and -inf rows.
+
+Both access layouts run here whatever the device: "cpu" (each lane streams its own
+contiguous run) and "gpu" (threads of a workgroup interleave, then a subgroup/shared
+tree), so the path a GPU would take is exercised on lavapipe too.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import vkml.numpy as vnp
+from vkml.array import bind
+from vkml.trace.ops import OpKind
+from vkml.vulkan.lower import reduce as reduce_mod
+from vkml.vulkan.lower import scan as scan_mod
+from vkml.vulkan.lower import softmax as softmax_mod
+
+from tests.ops.cases_reduce import softmax_ref
+
+RNG = np.random.default_rng(11)
+REDUCTIONS = [OpKind.Sum, OpKind.Mean, OpKind.Max, OpKind.Min, OpKind.Prod, OpKind.ArgMax,
+              OpKind.ArgMin]
+_NP = {OpKind.Sum: np.sum, OpKind.Mean: np.mean, OpKind.Max: np.max, OpKind.Min: np.min,
+       OpKind.Prod: np.prod}
+
+
+@pytest.fixture(params=["cpu", "gpu"])
+def layout(request):
+    """Force one access layout in every kernel family of this file."""
+    mods = (reduce_mod, scan_mod, softmax_mod)
+    old = [m.STRATEGY for m in mods]
+    for m in mods:
+        m.STRATEGY = request.param
+    yield request.param
+    for m, o in zip(mods, old):
+        m.STRATEGY = o
+
+
+def _run(op, x, **attrs) -> np.ndarray:
+    return np.asarray(bind(op, [vnp.asarray(x)], **attrs))
+
+
+def reduce_ref(op, x: np.ndarray, axes: tuple, keepdims: bool) -> np.ndarray:
+    """NumPy reference; ArgMax/ArgMin give the flat C-order index over `axes`."""
+    if op in _NP:
+        return _NP[op](x, axis=axes, keepdims=keepdims)
+    kept = [i for i in range(x.ndim) if i not in axes]
+    moved = x.transpose(kept + list(axes)).reshape([x.shape[i] for i in kept] + [-1])
+    f = np.argmax if op is OpKind.ArgMax else np.argmin
+    r = f(moved, axis=-1)
+    if keepdims:
+        r = r.reshape([1 if i in axes else d for i, d in enumerate(x.shape)])
+    return r
+
+
+ALL_AXES = [c for k in range(5) for c in itertools.combinations(range(4), k)]
+
+
+@pytest.mark.parametrize("op", REDUCTIONS, ids=lambda o: o.value)
+def test_every_axis_subset_of_4d(op, layout):
+    # last extent 8: the innermost reduced axis takes the 4-wide loads when it is reduced;
+    # ints in a small range make ties (first index must win) and keep sums exact
+    x = RNG.integers(-4, 5, size=(3, 2, 5, 8)).astype(np.float32)
+    if op is OpKind.Prod:
+        x = RNG.uniform(0.8, 1.25, size=x.shape).astype(np.float32)
+    for axes in ALL_AXES:
+        for keep in (False, True):
+            got = _run(op, x, axes=axes, keepdims=keep)
+            want = reduce_ref(op, x.astype(np.float64), axes, keep)
+            assert got.shape == want.shape, (axes, keep)
+            if op in (OpKind.ArgMax, OpKind.ArgMin):
+                np.testing.assert_array_equal(got, want, err_msg=f"axes={axes} keepdims={keep}")
+            else:
+                np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6,
+                                           err_msg=f"axes={axes} keepdims={keep}")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float64, np.bool_])
+def test_axis_subsets_other_dtypes(dtype, layout):
+    x = RNG.integers(-3, 4, size=(2, 3, 4, 6)).astype(dtype)
+    ops = [OpKind.Max, OpKind.Min] if dtype == np.bool_ else [
+        OpKind.Sum, OpKind.Max, OpKind.Min, OpKind.ArgMax, OpKind.ArgMin]
+    for op in ops:
+        for axes in ALL_AXES:
+            if op in (OpKind.ArgMax, OpKind.ArgMin) and not axes:
+                continue
+            got = _run(op, x, axes=axes, keepdims=False)
+            want = reduce_ref(op, x, axes, False)
+            np.testing.assert_array_equal(got, np.asarray(want).astype(got.dtype),
+                                          err_msg=f"{op.value} axes={axes}")
+
+
+def test_sum_16m_float32_matches_float64(layout):
+    n = 1 << 24
+    x = RNG.random(n, dtype=np.float32) * 2 - 0.5
+    a = vnp.asarray(x)
+    ref = x.astype(np.float64).sum()
+    got = float(vnp.sum(a))
+    # a serial float32 loop is off by ~1e-3 here; a tree is within a few ulps
+    assert abs(got - ref) <= 2e-7 * abs(ref), (got, ref)
+    mean = float(vnp.mean(a))
+    assert abs(mean - ref / n) <= 2e-7 * abs(ref / n), (mean, ref / n)
+    # the same elements as columns: the strided (thread) kernel with splits
+    cols = np.asarray(vnp.sum(a.reshape(-1, 4), axis=0))
+    np.testing.assert_allclose(cols, x.reshape(-1, 4).astype(np.float64).sum(0), rtol=5e-7)
+
+
+def test_prod_long_with_zeros_and_nonfinite(layout):
+    x = RNG.uniform(0.9, 1.1, size=(3, 20001)).astype(np.float32)
+    x[0, 17] = 0.0
+    x[1, 20000] = -0.0
+    x[2, 5] = 0.0
+    x[2, 9000] = np.inf             # 0 * inf is nan
+    got = _run(OpKind.Prod, x, axes=(1,), keepdims=False)
+    with np.errstate(invalid="ignore"):
+        want = np.prod(x.astype(np.float64), axis=1)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[:2], want[:2].astype(np.float32))
+    assert np.signbit(got[1]) == np.signbit(want[1])
+
+
+def test_prod_mixed_magnitudes_never_overflows_partially(layout):
+    # factors 2**e * (1 + small) whose exponents cancel overall but wander far beyond
+    # float32 (and float64) range in any running product
+    n = 10000
+    e = RNG.integers(40, 120, size=n // 2)
+    e = RNG.permutation(np.concatenate([e, -e]))
+    m = RNG.uniform(1.0, 1.0002, size=n)
+    for dtype in (np.float32, np.float64):
+        x = (np.ldexp(m, e)).astype(dtype)
+        logs = np.log2(np.abs(x.astype(np.float64)))
+        want = np.exp2(logs.sum())
+        got = float(_run(OpKind.Prod, x, axes=(0,), keepdims=False))
+        assert np.isfinite(got) and got > 0, got
+        np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-10)
+    # far out of range overall: inf / 0, with the sign
+    big = np.full(300, -2.0**100, np.float32)
+    assert float(_run(OpKind.Prod, big, axes=(0,), keepdims=False)) == np.inf
+    assert float(_run(OpKind.Prod, big[:299], axes=(0,), keepdims=False)) == -np.inf
+    tiny = np.full(301, -2.0**-100, np.float32)
+    r = float(_run(OpKind.Prod, tiny, axes=(0,), keepdims=False))
+    assert r == 0.0 and np.signbit(r)
+
+
+def test_int32_sum_and_prod_wrap(layout):
+    x = np.full(100003, 3, np.int32)
+    assert int(_run(OpKind.Sum, x, axes=(0,), keepdims=False)) == 300009
+    big = np.full((2, 5000), 2**20 + 7, np.int32)
+    got = _run(OpKind.Sum, big, axes=(1,), keepdims=False)
+    np.testing.assert_array_equal(got, big.astype(np.int64).sum(1).astype(np.int32))
+    p = RNG.integers(-9, 10, size=4099).astype(np.int32)
+    # the product modulo 2**32, computed exactly with Python ints
+    acc = 1
+    for v in p.tolist():
+        acc = (acc * v) % (1 << 32)
+    want = np.array(acc, np.uint32).view(np.int32)
+    assert int(_run(OpKind.Prod, p, axes=(0,), keepdims=False)) == int(want)
+
+
+@pytest.mark.parametrize("op", [OpKind.ArgMax, OpKind.ArgMin], ids=lambda o: o.value)
+def test_arg_ties_and_nans_across_splits(op, layout):
+    n = 300007
+    x = np.zeros(n, np.float32)
+    assert int(_run(op, x, axes=(0,), keepdims=False)) == 0
+    best = 5.0 if op is OpKind.ArgMax else -5.0
+    for pos in (n - 1, 250000, 123457, 77777):
+        x[pos] = best
+    assert int(_run(op, x, axes=(0,), keepdims=False)) == 77777
+    x[200001] = np.nan
+    x[100003] = np.nan
+    assert int(_run(op, x, axes=(0,), keepdims=False)) == 100003
+    # columns (strided kernel) and rows of one 2-d array, each with ties
+    y = RNG.integers(0, 3, size=(4099, 8)).astype(np.float64)
+    f = np.argmax if op is OpKind.ArgMax else np.argmin
+    np.testing.assert_array_equal(_run(op, y, axes=(0,), keepdims=False), f(y, axis=0))
+    np.testing.assert_array_equal(_run(op, y.T.copy(), axes=(1,), keepdims=False), f(y.T, axis=1))
+    # int32 with the extreme values themselves
+    z = np.zeros(5000, np.int32)
+    z[3000] = z[4000] = np.iinfo(np.int32).min if op is OpKind.ArgMin else np.iinfo(np.int32).max
+    assert int(_run(op, z, axes=(0,), keepdims=False)) == 3000
+
+
+def test_max_min_nan_and_bool_any_all(layout):
+    x = RNG.standard_normal(70001).astype(np.float32)
+    x[65432] = np.nan
+    assert np.isnan(float(vnp.max(vnp.asarray(x))))
+    assert np.isnan(float(vnp.min(vnp.asarray(x))))
+    b = np.zeros((3, 50001), bool)
+    b[1, 49999] = True
+    b[2] = True
+    np.testing.assert_array_equal(np.asarray(vnp.any(vnp.asarray(b), axis=1)), b.any(1))
+    np.testing.assert_array_equal(np.asarray(vnp.all(vnp.asarray(b), axis=1)), b.all(1))
+
+
+def test_empty_reductions():
+    x = vnp.asarray(np.zeros((3, 0, 2), np.float32))
+    np.testing.assert_array_equal(np.asarray(vnp.sum(x, axis=1)), np.zeros((3, 2)))
+    np.testing.assert_array_equal(np.asarray(vnp.prod(x, axis=(0, 1))), np.ones(2))
+    assert np.isnan(np.asarray(vnp.mean(x, axis=1))).all()
+    i = vnp.asarray(np.zeros((0,), np.int32))
+    assert int(vnp.sum(i)) == 0 and int(vnp.prod(i)) == 1
+
+
+def test_cumsum_long_rows_accuracy(layout):
+    x = RNG.random(1 << 20, dtype=np.float32)
+    got = np.asarray(vnp.cumsum(vnp.asarray(x)))
+    ref = np.cumsum(x.astype(np.float64))
+    serial = np.cumsum(x)               # NumPy's float32 cumsum is a serial loop
+    err = np.abs(got - ref) / ref
+    assert err.max() <= max(np.abs(serial - ref).max() / ref[-1], 1e-6) and err.max() < 1e-5
+    # columns and middle axes, long
+    y = RNG.standard_normal((3001, 6)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(vnp.cumsum(vnp.asarray(y), axis=0)),
+                               np.cumsum(y.astype(np.float64), axis=0), rtol=1e-4, atol=1e-4)
+    z = RNG.integers(-1000, 1000, size=(2, 70001, 3)).astype(np.int32)
+    z[0, 0, 0] = 2**31 - 1            # wraps like int32
+    np.testing.assert_array_equal(np.asarray(vnp.cumsum(vnp.asarray(z), axis=1)),
+                                  np.cumsum(z, axis=1, dtype=np.int64).astype(np.int32))
+
+
+@pytest.mark.parametrize("op", [OpKind.Softmax, OpKind.LogSoftmax], ids=lambda o: o.value)
+def test_softmax_rows_long_short_and_inf(op, layout):
+    log = op is OpKind.LogSoftmax
+    for shape, axis in [((1, 100003), 1), ((5000, 3), 1), ((7, 40, 5), 1), ((300, 2), 0)]:
+        x = RNG.uniform(-20, 20, size=shape).astype(np.float32)
+        got = _run(op, x, axis=axis)
+        np.testing.assert_allclose(got, softmax_ref(x.astype(np.float64), axis, log),
+                                   rtol=2e-5, atol=1e-6 if not log else 2e-5)
+    x = RNG.standard_normal((4, 3000)).astype(np.float64)
+    x[0, ::7] = -np.inf
+    x[1] = -np.inf
+    x[2, 1234] = np.nan
+    got = _run(op, x, axis=1)
+    want = softmax_ref(x, 1, log)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    assert np.isnan(got[1]).all() and np.isnan(got[2]).all()
+    if log:
+        assert (got[0, ::7] == -np.inf).all()
+    else:
+        assert (got[0, ::7] == 0).all()
+        np.testing.assert_allclose(got[[0, 3]].sum(1), 1.0, rtol=1e-12)
+    # long rows, split into chunks: whole chunks of -inf, an all -inf row, a +inf
+    x = RNG.standard_normal((4, 40000)).astype(np.float32)
+    x[0, :25000] = -np.inf
+    x[1] = -np.inf
+    x[2, 39999] = np.inf
+    got = _run(op, x, axis=1)
+    want = softmax_ref(x.astype(np.float64), 1, log)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-9 if not log else 2e-5)
+    assert np.isnan(got[1]).all() and np.isnan(got[2]).all()

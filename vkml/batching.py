@@ -1,0 +1,153 @@
+"""vkml.vmap: vectorising map, as in JAX.
+
+`vmap(f)` traces f once on per-example shapes, batches the graph (every operator gets
+one extra leading axis, see `transforms/vmap.py`) and calls the result: on the device
+when called on concrete arrays, inlined when called inside another transform. So
+`vmap(grad(f))` gives per-example gradients, `grad` of a function that uses vmap
+differentiates through it, and `vmap(vmap(f))` maps over two axes.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from . import numpy as vnp
+from .array import Array
+from .jit import call_graph
+from .trace import tracer
+from .trace.shapes import ShapeError
+from .transforms.simplify import simplify
+from .transforms.vmap import vmap_graph
+from .tree_util import _node, tree_flatten, tree_unflatten
+
+__all__ = ["vmap"]
+
+
+def _is_axis(a) -> bool:
+    return a is None or (hasattr(a, "__index__") and not isinstance(a, bool))
+
+
+def _paths(tree, prefix: str) -> list[str]:
+    """A readable path per leaf, in flattening order, e.g. "args[0]['w']"."""
+    nd = _node(tree)
+    if nd is None:
+        return [prefix]
+    kind, aux, ch = nd
+    if kind is dict:
+        keys = [f"[{k!r}]" for k in aux]
+    elif hasattr(kind, "_fields"):
+        keys = [f".{f}" for f in kind._fields]
+    else:
+        keys = [f"[{i}]" for i in range(len(ch))]
+    return [p for k, c in zip(keys, ch) for p in _paths(c, prefix + k)]
+
+
+def _prefix_axes(prefix, tree, what: str, where: str) -> list:
+    """One axis (int or None) per leaf of tree, from `prefix`, a pytree prefix of tree
+    whose leaves are ints or None."""
+    if _is_axis(prefix):
+        return [None if prefix is None else int(prefix)] * len(tree_flatten(tree)[0])
+    pn, tn = _node(prefix), _node(tree)
+    if pn is None:
+        raise TypeError(f"vmap: {what} entry {prefix!r} for {where} must be an int, None, or a "
+                        f"container of them")
+    if tn is None or pn[0] is not tn[0] or pn[1] != tn[1] or len(pn[2]) != len(tn[2]):
+        raise ValueError(f"vmap: {what} for {where} has structure {tree_flatten(prefix)[1]}, "
+                         f"which is not a prefix of the value's structure {tree_flatten(tree)[1]}")
+    return [a for pc, tc in zip(pn[2], tn[2]) for a in _prefix_axes(pc, tc, what, where)]
+
+
+def _arg_axes(in_axes, args: tuple, kwargs: dict) -> list:
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple):
+        if len(in_axes) != len(args):
+            raise ValueError(f"vmap: in_axes has {len(in_axes)} entries but the function was called "
+                             f"with {len(args)} positional arguments; give one entry (an int, None "
+                             f"or a pytree prefix) per positional argument, or a single int/None")
+        per_arg = in_axes
+    elif _is_axis(in_axes):
+        per_arg = (in_axes,) * len(args)
+    else:
+        raise TypeError(f"vmap: in_axes must be an int, None, or a tuple with one entry per "
+                        f"positional argument, got {in_axes!r} (wrap a dict prefix in a tuple)")
+    axes = [a for i, (p, x) in enumerate(zip(per_arg, args))
+            for a in _prefix_axes(p, x, "in_axes", f"argument {i}")]
+    # keyword arguments are always mapped over their axis 0 (as in JAX)
+    return axes + [0] * len(tree_flatten(kwargs)[0])
+
+
+def _normalize(ax, shape: tuple, what: str, name: str) -> int | None:
+    if ax is None:
+        return None
+    r = len(shape)
+    if not -r <= ax < r:
+        valid = f"valid axes are {-r}..{r - 1}" if r else "a 0-d value has no axis to map; use None"
+        raise ShapeError(f"vmap: {what} {ax} is out of range for {name} of shape {shape}; {valid}")
+    return ax % r
+
+
+def _batch_size(leaves, axes, names, axis_size) -> int:
+    mapped = [(n, l.shape, a) for l, a, n in zip(leaves, axes, names) if a is not None]
+    sizes = {s[a] for _, s, a in mapped}
+    if axis_size is not None:
+        if not hasattr(axis_size, "__index__") or isinstance(axis_size, bool) or axis_size < 0:
+            raise ValueError(f"vmap: axis_size must be a non-negative int, got {axis_size!r}")
+        sizes.add(int(axis_size))
+    if not sizes:
+        raise ValueError("vmap: no argument is mapped (every in_axes is None) and axis_size is "
+                         "not given; pass axis_size=n to say how many examples to make")
+    if len(sizes) > 1:
+        parts = [f"{n} of shape {s} has size {s[a]} along axis {a}" for n, s, a in mapped]
+        if axis_size is not None:
+            parts.append(f"axis_size is {axis_size}")
+        raise ValueError("vmap: mapped axes have different sizes: " + "; ".join(parts))
+    return sizes.pop()
+
+
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None) -> Callable:
+    """f mapped over an axis of its arguments, without a Python loop over the batch.
+
+    in_axes: an int (the mapped axis of every argument), None (not mapped), or a tuple
+    with one entry per positional argument, each an int, None or a pytree prefix of that
+    argument. Keyword arguments are mapped over axis 0. out_axes: where the batch axis
+    goes in each output (an int or a pytree prefix of the output; None only for outputs
+    that do not depend on a mapped argument). Negative axes count from the end.
+    axis_size: the batch size, needed when no argument is mapped.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> from vkml.batching import vmap
+    >>> vmap(lambda x, y: x @ y, in_axes=(0, None))(vnp.ones((4, 3)), vnp.ones(3)).shape
+    (4,)
+    >>> per_example = vmap(vkml.grad(lambda w, x: (w * x).sum() ** 2), (None, 0))
+    >>> per_example(vnp.ones(2), vnp.asarray([[1.0, 0.0], [1.0, 1.0]])).numpy().tolist()
+    [[2.0, 0.0], [4.0, 4.0]]
+    """
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        axes = _arg_axes(in_axes, args, kwargs)
+        leaves, treedef = tree_flatten((list(args), kwargs))
+        leaves = [l if isinstance(l, Array) else vnp.asarray(l) for l in leaves]
+        names = (_paths(list(args), "args") if args else []) + (_paths(kwargs, "kwargs") if kwargs else [])
+        axes = [_normalize(a, l.shape, "in_axes", f"argument {n}")
+                for a, l, n in zip(axes, leaves, names)]
+        size = _batch_size(leaves, axes, names, axis_size)
+        with tracer.Trace() as t:
+            tr = []
+            for l, a in zip(leaves, axes):
+                shape = l.shape if a is None else l.shape[:a] + l.shape[a + 1:]
+                tr.append(Array._traced(t, t.new_input(shape, l.dtype)))
+            a_list, kw = tree_unflatten(treedef, tr)
+            out = f(*a_list, **kw)
+            out_leaves, out_tree = tree_flatten(out)
+            nodes = [t.lift(vnp.asarray(o)) for o in out_leaves]
+        graph = t.graph(nodes)
+        captured = list(t.captured)
+        o_names = _paths(out, "output")
+        o_axes = _prefix_axes(out_axes, out, "out_axes", "the output")
+        o_axes = [None if a is None else _normalize(a, (size,) + n.shape, "out_axes", nm)
+                  for a, n, nm in zip(o_axes, nodes, o_names)]
+        g = vmap_graph(graph, axes + [None] * len(captured), size, o_axes, o_names)
+        res = call_graph(simplify(g), leaves + captured)
+        return tree_unflatten(out_tree, res)
+    return wrapped

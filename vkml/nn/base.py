@@ -1,0 +1,289 @@
+"""Module: the base of vkml.nn layers, a pytree (as in equinox) with PyTorch's methods.
+
+Every subclass is registered as a pytree node when it is defined. Its array fields (and
+fields holding modules, or lists/tuples/dicts of arrays or modules) are the children; every
+other field (sizes, strides, eps, the `training` flag, ...) is static structure kept in
+the treedef's aux data, which is hashable and compares by value, so a transform can cache
+on it. So `vkml.grad(loss)(model, x, y)` returns a model-shaped tree of gradients and an
+optimiser updates a model like any pytree, while the same object also answers
+`.parameters()`, `.train()`, `.eval()` and `zero_grad()`.
+
+>>> import vkml, vkml.numpy as vnp
+>>> from vkml.nn import Linear
+>>> m = Linear(3, 2)
+>>> [p.shape for p in m.parameters()]
+[(2, 3), (2,)]
+>>> g = vkml.grad(lambda m, x: m(x).sum())(m, vnp.ones((4, 3)))
+>>> type(g).__name__, g.weight.shape
+('Linear', (2, 3))
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..array import Array
+from ..tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_unflatten
+
+# names the fields held as children when the module was rebuilt by tree_unflatten, so a
+# tree whose leaves are not arrays (a mask of bools, say) keeps the model's structure
+_CHILDREN = "_vk_children"
+# a weak reference from a rebuilt module to the module it was flattened from
+_ORIGIN = "_vk_origin"
+_PRIVATE = (_CHILDREN, _ORIGIN)
+
+
+class _Origin:
+    """Carries the flattened module through the treedef to its rebuilt copy. Every _Origin
+    equals every other, so it never splits a treedef comparison or a cache key."""
+    __slots__ = ("ref",)
+
+    def __init__(self, m: "Module"):
+        self.ref = weakref.ref(m)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _Origin)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "_Origin"
+
+
+def _is_dynamic(v: Any) -> bool:
+    """Whether a field's value is pytree data (arrays or modules) rather than configuration."""
+    if isinstance(v, (Array, Module, np.ndarray)):
+        return True
+    if type(v) in (list, tuple):
+        return any(_is_dynamic(c) for c in v)
+    if type(v) is dict:
+        return any(_is_dynamic(c) for c in v.values())
+    return False
+
+
+def _fields(m: "Module") -> list[tuple[str, bool, Any]]:
+    """(name, is_child, value) for every field, in definition order."""
+    recorded = m.__dict__.get(_CHILDREN, ())
+    return [(k, k in recorded or _is_dynamic(v), v) for k, v in m.__dict__.items()
+            if k not in _PRIVATE]
+
+
+def _flatten(m: "Module"):
+    f = _fields(m)
+    children = [v for _, dyn, v in f if dyn]
+    aux = (tuple(k for k, _, _ in f), tuple(d for _, d, _ in f),
+           tuple(None if d else v for _, d, v in f), _Origin(m))
+    return children, aux
+
+
+def _unflattener(cls: type) -> Callable:
+    def unflatten(aux, children):
+        obj = object.__new__(cls)
+        it = iter(children)
+        d = obj.__dict__
+        for name, dyn, static in zip(*aux[:3]):
+            d[name] = next(it) if dyn else static
+        d[_CHILDREN] = tuple(n for n, dyn in zip(aux[0], aux[1]) if dyn)
+        d[_ORIGIN] = aux[3].ref
+        return obj
+    return unflatten
+
+
+def _walk(prefix: str, v: Any, buffer: bool) -> Iterator[tuple[str, Any, bool]]:
+    """(dotted path, leaf, is_buffer) for the leaves under v, in tree_flatten's order."""
+    if isinstance(v, Module):
+        yield from v._named_leaves(prefix)
+    elif type(v) is dict:
+        for k in sorted(v):
+            yield from _walk(f"{prefix}{k}.", v[k], buffer)
+    elif type(v) in (list, tuple):
+        for i, c in enumerate(v):
+            yield from _walk(f"{prefix}{i}.", c, buffer)
+    elif v is not None:
+        yield prefix[:-1], v, buffer
+
+
+class Module:
+    """Base class of layers: subclass it, set fields in __init__, define forward.
+
+    Fields holding arrays are parameters, except those named in the class attribute
+    `_buffers` (non-trainable state such as BatchNorm's running statistics).
+
+    >>> import vkml.numpy as vnp
+    >>> class Scale(Module):
+    ...     def __init__(self):
+    ...         self.s = vnp.ones(())
+    ...     def forward(self, x):
+    ...         return x * self.s
+    >>> float(Scale()(vnp.asarray(3.0)))
+    3.0
+    """
+    _buffers: tuple[str, ...] = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        obj = object.__new__(cls)
+        obj.__dict__["training"] = True     # first field, so every instance has it
+        return obj
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        register_pytree_node(cls, _flatten, _unflattener(cls))
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------------ traversal
+    def _named_leaves(self, prefix: str = "") -> Iterator[tuple[str, Any, bool]]:
+        for name, dyn, v in _fields(self):
+            if dyn:
+                yield from _walk(f"{prefix}{name}.", v, name in type(self)._buffers)
+
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        """Direct submodules (also those inside list/tuple/dict fields), with their names."""
+        for name, dyn, v in _fields(self):
+            if not dyn:
+                continue
+            if isinstance(v, Module):
+                yield name, v
+            elif type(v) in (list, tuple):
+                yield from ((f"{name}.{i}", c) for i, c in enumerate(v) if isinstance(c, Module))
+            elif type(v) is dict:
+                yield from ((f"{name}.{k}", v[k]) for k in sorted(v) if isinstance(v[k], Module))
+
+    def children(self) -> list["Module"]:
+        return [m for _, m in self.named_children()]
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        """This module and every submodule, depth first."""
+        yield prefix, self
+        for name, m in self.named_children():
+            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> list["Module"]:
+        return [m for _, m in self.named_modules()]
+
+    def named_parameters(self) -> list[tuple[str, Any]]:
+        """(dotted name, array) of every trainable array, in the pytree's leaf order.
+
+        >>> from vkml.nn import Linear
+        >>> [n for n, _ in Linear(2, 3).named_parameters()]
+        ['weight', 'bias']
+        """
+        return [(n, v) for n, v, buf in self._named_leaves() if not buf]
+
+    def parameters(self) -> list[Any]:
+        """Every trainable array (buffers excluded), in a stable order."""
+        return [v for _, v in self.named_parameters()]
+
+    def named_buffers(self) -> list[tuple[str, Any]]:
+        return [(n, v) for n, v, buf in self._named_leaves() if buf]
+
+    def buffers(self) -> list[Any]:
+        return [v for _, v in self.named_buffers()]
+
+    def parameter_mask(self) -> "Module":
+        """A model-shaped tree of bools: True at parameters, False at buffers (for masking
+        an optimiser's weight decay, as vkml.optim.adamw does by default)."""
+        leaves, td = tree_flatten(self)
+        flags = [not buf for _, _, buf in self._named_leaves()]
+        assert len(flags) == len(leaves), "Module traversal disagrees with its pytree flattening"
+        return tree_unflatten(td, flags)
+
+    def _state_owner(self) -> "Module":
+        """The module a traced state update (BatchNorm's running statistics) belongs to.
+
+        A transform calls the function on a copy of each module argument, rebuilt around
+        traced arrays (and nested transforms copy the copy); following each copy back to
+        the module it was flattened from, up to the first with concrete arrays, finds the
+        object the user passed in. A module with no such source is its own owner."""
+        m = self
+        while any(getattr(v, "_trace", None) is not None for v in tree_leaves(m)):
+            ref = m.__dict__.get(_ORIGIN)
+            src = ref() if ref is not None else None
+            if src is None or src is m:
+                break
+            m = src
+        return m
+
+    # ------------------------------------------------------------------ PyTorch face
+    def train(self, mode: bool = True) -> "Module":
+        """Set the training flag of this module and every submodule; returns self."""
+        for m in self.modules():
+            m.__dict__["training"] = bool(mode)
+        return self
+
+    def eval(self) -> "Module":
+        """train(False): Dropout becomes the identity, BatchNorm uses running statistics."""
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear `.grad` of every parameter that has one (Tensor parameters)."""
+        for p in self.parameters():
+            if hasattr(p, "grad"):
+                p.grad = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """{dotted name: array} for parameters and buffers (the keys vkml.nn.save writes)."""
+        return {n: v for n, v, _ in self._named_leaves()}
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> "Module":
+        """Replace this module's arrays, in place, by state's entries of the same names
+        (shapes and dtypes must match; strict: no missing or extra keys). Returns self.
+
+        >>> from vkml.nn import Linear
+        >>> a, b = Linear(2, 2), Linear(2, 2)
+        >>> _ = b.load_state_dict(a.state_dict())
+        """
+        from .serialization import check_entry
+        own = self.state_dict()
+        missing = [k for k in own if k not in state]
+        extra = [k for k in state if k not in own]
+        if strict and (missing or extra):
+            raise KeyError(f"load_state_dict into {type(self).__name__}: missing keys {missing}, "
+                           f"unexpected keys {extra}")
+        new = {k: check_entry("load_state_dict", k, state[k], own[k]) for k in own if k in state}
+        leaves, td = tree_flatten(self)
+        names = [n for n, _, _ in self._named_leaves()]
+        fresh = tree_unflatten(td, [new.get(n, v) for n, v in zip(names, leaves)])
+        self._copy_from(fresh)
+        return self
+
+    def _copy_from(self, other: "Module") -> None:
+        """Adopt other's fields (same structure), recursing so submodule objects the user
+        holds stay the ones that are updated; parameters with `_set_value` are updated in
+        place."""
+        for (name, dyn, v), (_, _, w) in zip(_fields(self), _fields(other)):
+            if not dyn:
+                continue
+            if isinstance(v, Module):
+                v._copy_from(w)
+            elif type(v) is list and all(isinstance(c, Module) for c in v):
+                for c, d in zip(v, w):
+                    c._copy_from(d)
+            elif hasattr(v, "_set_value") and v is not w:
+                v._set_value(w)
+            else:
+                self.__dict__[name] = w
+
+    # ------------------------------------------------------------------ display
+    def _config(self) -> list[str]:
+        return [f"{k}={v!r}" for k, dyn, v in _fields(self)
+                if not dyn and k != "training" and not k.startswith("_")]
+
+    def __repr__(self) -> str:
+        subs = list(self.named_children())
+        head = f"{type(self).__name__}({', '.join(self._config())}"
+        if not subs:
+            return head + ")"
+        body = "".join(f"\n  ({n}): " + repr(m).replace("\n", "\n  ") for n, m in subs)
+        return (head + ", " if self._config() else head) + body + "\n)"
+
+
+register_pytree_node(Module, _flatten, _unflattener(Module))
