@@ -7,15 +7,16 @@
 from .array import Array, ConcretizationError
 from .autodiff import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, no_grad, remat,
                        stop_gradient, value_and_grad, vjp)
-from .jit import make_graph
+from .jit import jit, make_graph
 from .tensor import Tensor
 from .trace.dtypes import DTypeError
 from .trace.shapes import ShapeError
 from .trace.tracer import LeakedTracerError
 from .vulkan.device import devices
 from . import tree_util
+from . import numpy, random, nn, optim
 
 __all__ = ["Tensor", "checkpoint", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
            "stop_gradient", "value_and_grad", "vjp", "Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
-           "devices", "make_graph", "tree_util"]
+           "devices", "jit", "make_graph", "tree_util", "numpy", "random", "nn", "optim"]
 __version__ = "0.1.0"

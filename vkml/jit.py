@@ -6,9 +6,11 @@ picks between the two. Transforms produce Graphs and finish with `call_graph`.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 from .array import Array, bind
+from .trace import dtypes as dt
 from .trace import tracer
 from .trace.graph import Graph
 from .trace.ops import OpKind
@@ -78,3 +80,194 @@ def make_graph(f: Callable, *args) -> Graph:
     >>> print(vkml.make_graph(lambda x: vnp.sin(x) * 2.0, vnp.ones(3)))  # doctest: +SKIP
     """
     return trace_flat(f, args)[0]
+
+
+# --------------------------------------------------------------------------- jit
+
+class DonatedArrayError(RuntimeError):
+    """An array donated to a jitted call was used afterwards."""
+
+
+def _copy_all(rt, pairs) -> None:
+    """Copy (src Buffer, dst Buffer, nbytes) triples: memcpy where both are host-mapped,
+    else one command buffer of transfers."""
+    from .vulkan.vk import vk
+    slow = []
+    for src, dst, n in pairs:
+        if n == 0:
+            continue
+        if src.block.mapped is not None and dst.block.mapped is not None:
+            dst.block.mapped[dst.offset:dst.offset + n] = src.block.mapped[src.offset:src.offset + n]
+        else:
+            slow.append((src, dst, n))
+    for src, dst, n in slow:
+        rt._copy(src.block.buffer, src.offset, dst.block.buffer, dst.offset, n)
+
+
+class Compiled:
+    """One traced signature: the graph, its buffers, and a command buffer recorded once.
+
+    A call copies the arguments into the input slots, submits the recording, and copies
+    the outputs into fresh buffers (into a donated argument's buffer where one fits).
+    """
+
+    def __init__(self, graph: Graph, exec_graph: Graph):
+        from .vulkan import runtime
+        from .vulkan.executor import Recording, lower_graph
+        self.graph = graph              # for inlining into an enclosing trace (keeps StopGradient)
+        self.exec_graph = exec_graph
+        rt = self.rt = runtime.get()
+        self.slots = [rt.allocator.alloc(n.size * dt.itemsize(n.dtype), "jit input")
+                      for n in exec_graph.inputs]
+        self.lowered = lower_graph(rt, exec_graph, self.slots)
+        self.recording = Recording(rt, self.lowered.dispatches) if self.lowered.dispatches else None
+        self.input_pos = {n.id: i for i, n in enumerate(exec_graph.inputs)}
+
+    @property
+    def plan(self):
+        return self.lowered.plan
+
+    def run(self, leaves: Sequence[Array], donated: set[int]) -> list[Array]:
+        rt = self.rt
+        _copy_all(rt, [(a._buf, s, a._buf.nbytes) for a, s in zip(leaves, self.slots)])
+        if self.recording is not None:
+            self.recording.submit()
+        reuse = {}   # nbytes -> donated buffers free to take an output
+        for i in donated:
+            reuse.setdefault(leaves[i]._buf.nbytes, []).append(leaves[i]._buf)
+        outs, copies = [], []
+        for node, buf in zip(self.exec_graph.outputs, self.lowered.outputs):
+            if node.id in self.input_pos:
+                outs.append(leaves[self.input_pos[node.id]])
+                continue
+            if node.op is OpKind.Const:
+                outs.append(node.attrs["value"])
+                continue
+            n = node.size * dt.itemsize(node.dtype)
+            dst = reuse[n].pop() if reuse.get(n) else rt.allocator.alloc(n, "jit output")
+            copies.append((buf, dst, n))
+            outs.append(Array._concrete(dst, node.shape, node.dtype))
+        _copy_all(rt, copies)
+        return outs
+
+
+class Lowering:
+    """What `jitted.lower(*args)` reports about a compiled signature."""
+
+    def __init__(self, c: Compiled):
+        self.graph = c.exec_graph
+        self.op_count = c.exec_graph.op_count()
+        self.kernel_count = len(c.lowered.dispatches)
+        self.peak_bytes = c.plan.peak_bytes
+        self.arena_bytes = c.plan.arena_bytes
+        self.barrier_count = c.recording.barriers if c.recording is not None else 0
+
+    def __repr__(self):
+        return (f"Lowering(ops={self.op_count}, kernels={self.kernel_count}, "
+                f"barriers={self.barrier_count}, peak_bytes={self.peak_bytes})")
+
+
+class Jitted:
+    """A function compiled per input signature (see `jit`)."""
+
+    def __init__(self, f: Callable, static_argnums=(), donate_argnums=()):
+        functools.update_wrapper(self, f)
+        self.f = f
+        self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        self.cache: dict = {}
+        self.trace_count = 0
+
+    def _split(self, args):
+        n = len(args)
+        static = tuple(a % n for a in self.static_argnums if -n <= a < n)
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        key_static = []
+        for i in static:
+            try:
+                hash(args[i])
+            except TypeError:
+                raise TypeError(f"jit: static argument {i} of type {type(args[i]).__name__} is not "
+                                f"hashable; static arguments key the compilation cache") from None
+            key_static.append((i, args[i]))
+        return static, dyn, tuple(key_static)
+
+    def _trace(self, args, static, dyn):
+        def flat_f(*dyn_args):
+            it = iter(dyn_args)
+            full = [args[i] if i in static else next(it) for i in range(len(args))]
+            return self.f(*full)
+        self.trace_count += 1
+        return trace_flat(flat_f, dyn)
+
+    def _entry(self, args):
+        from . import numpy as vnp
+        from .transforms.simplify import simplify
+        static, dyn, key_static = self._split(args)
+        leaves, treedef = tree_flatten(dyn)
+        leaves = [vnp.asarray(l) for l in leaves]
+        key = (treedef, tuple((l.shape, str(l.dtype)) for l in leaves), key_static)
+        entry = self.cache.get(key)
+        if entry is None:
+            graph, out_tree, captured, _ = self._trace(args, static, dyn)
+            if captured:
+                raise AssertionError("jit: eager trace captured outer tracers")
+            g = simplify(graph)
+            entry = (Compiled(g, simplify(g, for_execution=True)), out_tree, graph.effects)
+            self.cache[key] = entry
+        return entry, leaves, dyn, static
+
+    def __call__(self, *args):
+        from . import numpy as vnp
+        from .state import commit
+        static, dyn, _ = self._split(args)
+        leaves = tree_flatten(dyn)[0]
+        if tracer.current() is not None or any(getattr(l, "_trace", None) is not None for l in leaves):
+            # inside another transform: trace afresh and inline (captures differ per trace)
+            graph, out_tree, captured, lv = self._trace(args, static, dyn)
+            res = call_graph(graph, lv + captured)
+            return tree_unflatten(out_tree, res)
+        (compiled, out_tree, effects), leaves, dyn, _ = self._entry(args)
+        for l in leaves:
+            if l._buf is None:
+                raise DonatedArrayError("jit: an argument was donated to an earlier call and can no "
+                                        "longer be used")
+        donated = set()
+        if self.donate_argnums:
+            pos = 0
+            dyn_index = [i for i in range(len(args)) if i not in static]
+            for i, a in zip(dyn_index, dyn):
+                n = len(tree_flatten(a)[0])
+                if i in self.donate_argnums or (i - len(args)) in self.donate_argnums:
+                    donated.update(range(pos, pos + n))
+                pos += n
+        res = compiled.run(leaves, donated)
+        for i in donated:
+            if all(r is not leaves[i] for r in res):
+                leaves[i]._buf = None        # reading it now raises DonatedArrayError
+        n_eff = len(effects)
+        if n_eff:
+            commit(effects, res[len(res) - n_eff:])
+            res = res[:len(res) - n_eff]
+        return tree_unflatten(out_tree, res)
+
+    def lower(self, *args) -> Lowering:
+        """Compile for these arguments (if needed) and report op/kernel counts and peak bytes."""
+        return Lowering(self._entry(args)[0][0])
+
+
+def jit(f: Callable | None = None, static_argnums=(), donate_argnums=()):
+    """Compile f per input signature; later calls replay a recorded command buffer.
+
+    The signature is the pytree structure, shapes and dtypes of the arguments plus the
+    values of static arguments. A call with a new signature traces again. Inside another
+    transform, a jitted function is traced into the enclosing graph.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> f = vkml.jit(lambda x, y: vnp.tanh(x) * y)
+    >>> f(vnp.ones(3), 2.0).numpy().round(4).tolist()
+    [1.5232, 1.5232, 1.5232]
+    """
+    if f is None:
+        return functools.partial(jit, static_argnums=static_argnums, donate_argnums=donate_argnums)
+    return Jitted(f, static_argnums, donate_argnums)

@@ -236,11 +236,18 @@ def square(x) -> Array:
     return multiply(x, x)
 
 
+_BOOL_AS = {OpKind.Add: OpKind.Maximum, OpKind.Mul: OpKind.Minimum}
+
+
 def _binary(kind: OpKind, name: str, floats: bool = False, bool_ok: bool = False):
     def f(x, y) -> Array:
         (x, y), d = (_float_operands if floats else _operands)(name, x, y)
         if d == dt.bool_ and not bool_ok:
-            x, y = x.astype(dt.int32), y.astype(dt.int32)
+            # jax.numpy: bool + bool is logical or, bool * bool logical and; minus has no meaning
+            if kind in _BOOL_AS:
+                return bind(_BOOL_AS[kind], [x, y])
+            raise DTypeError(f"{name}: not defined for two bool arrays; use logical_xor/logical_and "
+                             f"or cast to int32 first")
         return bind(kind, [x, y])
     f.__name__ = name
     f.__doc__ = f"Elementwise {name} with broadcasting and promotion.\n\n>>> {name}(asarray([1.0]), 2.0)  # doctest: +SKIP\n"

@@ -86,7 +86,7 @@ _BIG = {F32: 3e38, F64: 1e308}
 _UNARY_FLOAT = {
     OpKind.Neg: (np.negative, (-4, 4), [0.0, -0.0, 1.5, -2.0, INF, -INF, NAN, 3e38], None),
     OpKind.Reciprocal: (np.reciprocal, (0.25, 4),
-                        [0.0, -0.0, INF, -INF, NAN, 2.0, -4.0, 1e-30, -3e30], 
+                        [0.0, -0.0, INF, -INF, NAN, 2.0, -4.0, 1e-30, -3e30],
                         lambda n, d: _logu(1e-37 if d is F32 else 1e-300, 1e37 if d is F32 else 1e300, n, d)),
     OpKind.Exp: (np.exp, (-10, 10),
                  [0.0, -0.0, 1.0, -1.0, 88.0, 89.0, -87.0, -110.0, 700.0, 710.0, -740.0, -800.0,
@@ -138,16 +138,15 @@ _UNARY_FLOAT = {
 }
 
 
-def _unary_layout_cases(op, name, fn_of, ref, d, lo, hi):
-    """Random data through every layout the kernel must handle."""
-    f = fn_of
-    _add(op, f"{name}random-3x1x5", lambda x: f(x), ref, [rand((3, 1, 5), d, lo, hi)], d)
-    _add(op, f"{name}transposed", lambda x: f(x.T), lambda x: ref(x.T), [rand((4, 6), d, lo, hi)], d)
-    _add(op, f"{name}strided", lambda x: f(x[::2]), lambda x: ref(x[::2]), [rand((9, 3), d, lo, hi)], d)
-    _add(op, f"{name}size0", lambda x: f(x), ref, [rand((0, 3), d, lo, hi)], d)
-    _add(op, f"{name}0d", lambda x: f(x), ref, [rand((), d, lo, hi)], d)
+def _unary_layout_cases(op, prefix, fn, ref, d, lo, hi):
+    """Random data in [lo, hi] through every layout the kernel must handle."""
+    _add(op, f"{prefix}random-3x1x5", fn, ref, [rand((3, 1, 5), d, lo, hi)], d)
+    _add(op, f"{prefix}transposed", lambda x: fn(x.T), lambda x: ref(x.T), [rand((4, 6), d, lo, hi)], d)
+    _add(op, f"{prefix}strided", lambda x: fn(x[::2]), lambda x: ref(x[::2]), [rand((9, 3), d, lo, hi)], d)
+    _add(op, f"{prefix}size0", fn, ref, [rand((0, 3), d, lo, hi)], d)
+    _add(op, f"{prefix}0d", fn, ref, [rand((), d, lo, hi)], d)
     # one element past a 256-thread workgroup
-    _add(op, f"{name}257", lambda x: f(x), ref, [rand((257,), d, lo, hi)], d)
+    _add(op, f"{prefix}257", fn, ref, [rand((257,), d, lo, hi)], d)
 
 
 for _op, (_f, (_lo, _hi), _edges, _wide) in _UNARY_FLOAT.items():
@@ -262,9 +261,11 @@ def _binary_cases(op, f, d, special=True):
         _, y = _binary_data(op, sy, d)
         _add(op, nm, fn, ref, [x, y], d)
     x, y = _binary_data(op, (4, 3), d)
-    _add(op, "transposed", lambda x, y: bind(op, [x.T, y]), lambda x, y: ref(x.T, y), [x.T.copy(), y], d)
+    _add(op, "transposed", lambda x, y: bind(op, [x.T, y]), lambda x, y: ref(x.T, y),
+         [x.T.copy(), y], d)
     x, y = _binary_data(op, (6, 4), d)
-    _add(op, "strided-bcast", lambda x, y: bind(op, [x[::2], y[1]]), lambda x, y: ref(x[::2], y[1]), [x, y], d)
+    _add(op, "strided-bcast", lambda x, y: bind(op, [x[::2], y[1]]),
+         lambda x, y: ref(x[::2], y[1]), [x, y], d)
     if special:
         vals = _FLOAT_SPECIAL if np.dtype(d).kind == "f" else _INT_SPECIAL
         _add(op, "edges", fn, ref, list(_grid(vals, d)), d)
@@ -282,7 +283,8 @@ for _op, _f in [(OpKind.Maximum, np.logical_or), (OpKind.Minimum, np.logical_and
          [rand((3, 1, 4), BOOL), rand((5, 1), BOOL)], BOOL)
     _add(_op, "transposed", lambda x, y, op=_op: bind(op, [x.T, y]), lambda x, y, f=_f: f(x.T, y),
          [rand((4, 3), BOOL), rand((3, 4), BOOL)], BOOL)
-    _add(_op, "size0", lambda x, y, op=_op: bind(op, [x, y]), _f, [rand((0, 2), BOOL), rand((2,), BOOL)], BOOL)
+    _add(_op, "size0", lambda x, y, op=_op: bind(op, [x, y]), _f,
+         [rand((0, 2), BOOL), rand((2,), BOOL)], BOOL)
     _add(_op, "all-pairs", lambda x, y, op=_op: bind(op, [x, y]), _f,
          [np.array([False, False, True, True]), np.array([False, True, False, True])], BOOL)
 
@@ -306,11 +308,14 @@ for _d in FLOATS:
 # --------------------------------------------------------------------------- Where
 for _d in ALL:
     _w = lambda c, x, y: bind(OpKind.Where, [c, x, y])
-    _add(OpKind.Where, "bcast", _w, np.where, [rand((3, 1), BOOL), rand((1, 4), _d), rand((3, 4), _d)], _d)
+    _add(OpKind.Where, "bcast", _w, np.where,
+         [rand((3, 1), BOOL), rand((1, 4), _d), rand((3, 4), _d)], _d)
     _add(OpKind.Where, "0d-cond", _w, np.where, [np.array(True), rand((2, 3), _d), rand((3,), _d)], _d)
     _add(OpKind.Where, "transposed", lambda c, x, y: bind(OpKind.Where, [c.T, x, y[::2]]),
-         lambda c, x, y: np.where(c.T, x, y[::2]), [rand((4, 3), BOOL), rand((3, 4), _d), rand((6, 4), _d)], _d)
-    _add(OpKind.Where, "size0", _w, np.where, [rand((0, 1), BOOL), rand((1, 3), _d), rand((3,), _d)], _d)
+         lambda c, x, y: np.where(c.T, x, y[::2]),
+         [rand((4, 3), BOOL), rand((3, 4), _d), rand((6, 4), _d)], _d)
+    _add(OpKind.Where, "size0", _w, np.where,
+         [rand((0, 1), BOOL), rand((1, 3), _d), rand((3,), _d)], _d)
     _add(OpKind.Where, "edges", _w, np.where,
          [np.array([True, False, True, False, True, False, True]), _EDGE_DATA[_d][:1].repeat(7),
           np.resize(_EDGE_DATA[_d], 7)], _d)
@@ -325,7 +330,8 @@ def _ties(shape, d):
 
 for _op, _f, _dts in [(OpKind.Equal, np.equal, ALL), (OpKind.NotEqual, np.not_equal, ALL),
                       (OpKind.Less, np.less, NUMERIC), (OpKind.LessEqual, np.less_equal, NUMERIC),
-                      (OpKind.Greater, np.greater, NUMERIC), (OpKind.GreaterEqual, np.greater_equal, NUMERIC)]:
+                      (OpKind.Greater, np.greater, NUMERIC),
+                      (OpKind.GreaterEqual, np.greater_equal, NUMERIC)]:
     for _d in _dts:
         _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
         _add(_op, "bcast-3x1x4-5x1", _c, _f, [_ties((3, 1, 4), _d), _ties((5, 1), _d)], _d)
@@ -340,25 +346,36 @@ for _op, _f, _dts in [(OpKind.Equal, np.equal, ALL), (OpKind.NotEqual, np.not_eq
             _add(_op, "edges", _c, _f, list(_grid(_INT_SPECIAL, _d)), _d)
 
 # --------------------------------------------------------------------------- Full
+
+
+def _full_case(shape, value, d):
+    name = f"{value!r}-{'x'.join(map(str, shape)) or '0d'}"
+    _add(OpKind.Full, name, lambda: bind(OpKind.Full, [], shape=shape, dtype=np.dtype(d), value=value),
+         lambda: np.full(shape, value, dtype=d), [], d, exact=True)
+
+
+# exact bits: float32(0.1), negative zero, inf/nan, subnormals, the int32 extremes
 _FULL_VALUES = {F32: [0.1, -0.0, INF, NAN, 3e38, 1e-40], F64: [0.1, -1e-310, 1e308, NAN],
                 I32: [-7, 2147483647, -2147483648], BOOL: [True, False]}
 for _d, _vals in _FULL_VALUES.items():
-    for _i, _v in enumerate(_vals):
-        for _shape in [(2, 3), (), (0, 4), (300,)] if _i == 0 else [(2, 3)]:
-            _add(OpKind.Full, f"{_v!r}-{'x'.join(map(str, _shape)) or '0d'}",
-                 (lambda s, v, d: lambda: bind(OpKind.Full, [], shape=s, dtype=np.dtype(d), value=v))(_shape, _v, _d),
-                 (lambda s, v, d: lambda: np.full(s, v, dtype=d))(_shape, _v, _d), [], _d, exact=True)
+    for _shape in [(2, 3), (), (0, 4), (300,)]:
+        _full_case(_shape, _vals[0], _d)
+    for _v in _vals[1:]:
+        _full_case((2, 3), _v, _d)
 
 # --------------------------------------------------------------------------- Arange
-_ARANGE = {I32: [(10, -3, 2), (0, 0, 1), (1, 5, -1), (300, 100, -3)],
-           F32: [(7, 0.5, 0.1), (0, 0.0, 1.0), (300, -1.25, 0.01), (5, 3.0, -0.75)],
-           F64: [(7, 0.5, 0.1), (0, 0.0, 1.0), (300, -1.25, 0.01), (5, 3.0, -0.75)]}
-for _d, _params in _ARANGE.items():
-    for _n, _start, _step in _params:
+
+
+def _arange_case(n, start, step, d):
+    def ref():
         # the kernel computes start + step * i in the output dtype
-        _ref = (lambda n, s, t, d: lambda: (np.asarray(s, d) + np.asarray(t, d) * np.arange(n).astype(d)).astype(d))(
-            _n, _start, _step, _d)
-        _add(OpKind.Arange, f"n{_n}-start{_start}-step{_step}",
-             (lambda n, s, t, d: lambda: bind(OpKind.Arange, [], n=n, start=s, step=t, dtype=np.dtype(d)))(
-                 _n, _start, _step, _d),
-             _ref, [], _d)
+        return (np.asarray(start, d) + np.asarray(step, d) * np.arange(n).astype(d)).astype(d)
+    _add(OpKind.Arange, f"n{n}-start{start}-step{step}",
+         lambda: bind(OpKind.Arange, [], n=n, start=start, step=step, dtype=np.dtype(d)), ref, [], d)
+
+
+for _d, _params in {I32: [(10, -3, 2), (0, 0, 1), (1, 5, -1), (300, 100, -3)],
+                    F32: [(7, 0.5, 0.1), (0, 0.0, 1.0), (300, -1.25, 0.01), (5, 3.0, -0.75)],
+                    F64: [(7, 0.5, 0.1), (0, 0.0, 1.0), (300, -1.25, 0.01), (5, 3.0, -0.75)]}.items():
+    for _n, _start, _step in _params:
+        _arange_case(_n, _start, _step, _d)

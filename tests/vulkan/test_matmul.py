@@ -1,6 +1,6 @@
 """MatMul kernels beyond the registry cases: a larger product against float64 NumPy with
 an error bound that grows like sqrt(k), every tiling strategy on the device at hand (the
-GPU `shared` kernel runs on lavapipe too), odd sizes around the tile and chunk edges,
+GPU `shared` kernel runs on lavapipe, the CPU `subgroup` one on a GPU), odd sizes around the tile and chunk edges,
 broadcast batches, and the tiling choice under other devices' limits.
 """
 from types import SimpleNamespace
@@ -28,17 +28,9 @@ TILINGS = {
 
 @pytest.fixture(params=list(TILINGS))
 def tiling(request):
-    t = TILINGS[request.param]
-    if t is not None and t.strategy == "subgroup" and not _dev().is_cpu:
-        pytest.skip("the subgroup kernel assumes one subgroup per workgroup (CPU devices)")
-    mm.set_tiling(t)
+    mm.set_tiling(TILINGS[request.param])
     yield request.param
     mm.set_tiling(None)
-
-
-def _dev():
-    from vkml.vulkan import runtime
-    return runtime.get().dev
 
 
 def _matmul(a, b):
@@ -53,7 +45,7 @@ def test_large_float32_against_float64():
     want = a.astype(np.float64) @ b.astype(np.float64)
     # rounding errors of a k-term float32 sum grow like sqrt(k) ulps of the result's
     # scale (NumPy's own float32 product: max 1.3, rms 0.3 of this unit); one lost or
-    # doubled term would be off by about 1 / (sqrt(k) * eps) ~ 5e5 units
+    # doubled term (size ~1) would be off by ~3e4 units
     unit = np.sqrt(k) * EPS32 * np.sqrt(np.mean(want ** 2))
     err = np.abs(got - want)
     assert err.max() < 4 * unit, err.max() / unit
@@ -80,8 +72,9 @@ def test_tilings(tiling, dtype, shapes):
     if np.dtype(dtype).kind == "i":
         np.testing.assert_array_equal(got, want.astype(dtype))
     else:
+        # terms up to 4 in size: a few ulps of 4 per sqrt(k); a lost term is ~1
         eps = np.finfo(dtype).eps
-        np.testing.assert_allclose(got, want, rtol=0, atol=16 * eps * np.sqrt(sa[-1]) * 4)
+        np.testing.assert_allclose(got, want, rtol=0, atol=64 * eps * np.sqrt(max(sa[-1], 1)))
 
 
 def test_special_values_stay_local(tiling):
@@ -92,7 +85,8 @@ def test_special_values_stay_local(tiling):
     a[8, 18] = np.inf          # last row, last k: the remainder step of the edge row
     b[18, 69] = np.nan         # last k, last column
     got = _matmul(a, b)
-    want = a.astype(np.float64) @ b.astype(np.float64)
+    with np.errstate(invalid="ignore"):      # inf * 0 terms in the reference
+        want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
     fin = np.isfinite(want)

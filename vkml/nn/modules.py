@@ -30,9 +30,11 @@ __all__ = ["Module", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "BatchNorm2d"
 
 
 def _param(a: Array) -> Array:
-    """Hook applied to every trainable array a layer creates (the stateful adapter makes it
-    a Tensor with requires_grad=True); plain Arrays for now."""
-    return a
+    """Every trainable array a layer creates is a Tensor that requires grad, so the same
+    module serves the functional face (it is still an Array leaf of the pytree) and the
+    PyTorch face (`loss.backward()` fills `.grad`, `optim.SGD` steps it)."""
+    from ..tensor import Tensor
+    return a if isinstance(a, Tensor) else Tensor(a, requires_grad=True)
 
 
 def _assign(module: Module, name: str, value: Array) -> None:

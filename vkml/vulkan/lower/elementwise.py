@@ -127,7 +127,10 @@ def _source(expr: str, in_types: tuple, out_type: str, rank: int) -> str:
     lines = ["void main() {", "  uint gi = gidx();", "  if (gi >= uint(meta[0])) return;",
              "  int rem = int(gi);", f"  int po = meta[{1 + R}];"]
     lines += [f"  int p{j} = meta[{base[j]}];" for j in range(nin)]
-    if R:
+    if R == 1:   # the common contiguous/broadcast-scalar case: no division at all
+        lines.append(f"  po += rem * meta[{2 + R}];")
+        lines += [f"  p{j} += rem * meta[{base[j] + 1}];" for j in range(nin)]
+    elif R:
         lines.append(f"  for (int d = {R - 1}; d >= 0; --d) {{")
         lines.append("    int sz = meta[1 + d]; int c = rem % sz; rem /= sz;")
         lines.append(f"    po += c * meta[{2 + R} + d];")

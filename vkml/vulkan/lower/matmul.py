@@ -12,7 +12,8 @@ device type, then shrunk to the device's limits and to small operands:
   per-invocation buffer or shared-memory address costs a scalar load per lane, so
   staging through shared memory only adds copies. Instead a subgroup reads a chunk of
   A's rows once, spread over its lanes, and hands every element to all lanes with
-  ``subgroupShuffle`` at a constant index (one register permute); only B is read per
+  ``subgroupShuffle`` at a constant index (one register permute there, where
+  ``subgroupBroadcast`` first scans for active lanes, ~20x dearer); only B is read per
   lane, as wide as the row length allows (two 32-bit elements per 64-bit component),
   and each B value feeds tm multiply-adds. Within a chunk the B rows are loaded first
   and the arithmetic runs row by row, so one row's accumulators stay in registers.
@@ -27,6 +28,7 @@ strides from meta; an operand's broadcast (size-1) batch dim has stride 0 there.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -59,11 +61,14 @@ class Tiling:
     wb: int = 1
 
 
-# The best measured per device type (numbers in bench/README.md). lavapipe on a 2-core
-# Zen 4, 1024^3 float32, one thread: tm x tn = 8x8 broadcast 17 GFLOP/s, 16x8 27,
-# 32x8 with 64-bit loads 30; staging through shared memory (16x16 tiles) 4.
-CPU_TILING = Tiling("subgroup", tm=32, tn=8, wa=2, wb=8)
-GPU_TILING = Tiling("shared", tm=8, tn=8, bm=128, bn=128, bk=16)
+# The best measured per device type (1024^3 float32 unless said; `python -m bench`):
+# lavapipe on a 2-core AMD EPYC VM, one thread: 8x8 tiles with subgroupBroadcast 17
+# GFLOP/s, 16x8 with subgroupShuffle 27, 32x8 with 64-bit loads 30, 32x16 and 64x8
+# 31-32 (about 60 on both cores, 25% of NumPy's OpenBLAS there); the shared kernel at
+# best 10. NVIDIA H200, 4096^3: shared 16x8 in 128x128x16 tiles 24.5 TFLOP/s (cuBLAS FP32
+# without TF32: 50.7), 8x8 in 128x128x8 19.4, 4x4 in 64x64x16 8.7.
+CPU_TILING = Tiling("subgroup", tm=32, tn=16, wa=2, wb=8)
+GPU_TILING = Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16)
 
 _override: Tiling | None = None
 
@@ -99,32 +104,40 @@ def choose_tiling(dev, dtype, M: int, N: int, K: int) -> Tiling:
 
     >>> from vkml.vulkan import device
     >>> choose_tiling(device.get(), "float32", 1024, 1024, 1024)  # doctest: +SKIP
-    Tiling(strategy='subgroup', tm=32, tn=8, bm=0, bn=0, bk=0, wa=2, wb=8)
+    Tiling(strategy='subgroup', tm=32, tn=16, bm=0, bn=0, bk=0, wa=2, wb=8)
     """
     t = _override or (CPU_TILING if dev.is_cpu else GPU_TILING)
     T = dt.glsl_type(dtype)
     if t.strategy == "shared":
+        if min(t.tm, t.tn, t.bk) < 1 or t.bm % t.tm or t.bn % t.tn or t.bm < t.tm or t.bn < t.tn:
+            raise ValueError(f"MatMul: {t} needs bm a multiple of tm and bn a multiple of tn")
         isz = dt.itemsize(dtype)
-        while True:   # shrink until shared memory and the invocation count fit
+
+        def fits(t):
             threads = (t.bm // t.tm) * (t.bn // t.tn)
             smem = t.bk * (t.bm + t.bn + 2) * isz
-            if threads <= dev.max_workgroup_invocations and smem <= dev.max_shared_memory:
-                return t
-            if t.bk > 4:
-                t = replace(t, bk=t.bk // 2)
-            elif t.bm >= t.bn and t.bm > t.tm:
+            return threads <= dev.max_workgroup_invocations and smem <= dev.max_shared_memory
+        # a thinner k slab first (same invocations), then a smaller workgroup tile
+        while not fits(t) and t.bk > 4 and t.bk * (t.bm + t.bn + 2) * isz > dev.max_shared_memory:
+            t = replace(t, bk=t.bk // 2)
+        while not fits(t):
+            if t.bm >= t.bn and t.bm > t.tm:
                 t = replace(t, bm=t.bm // 2)
             elif t.bn > t.tn:
                 t = replace(t, bn=t.bn // 2)
             else:
-                raise ValueError(f"MatMul: no {t.strategy} tiling fits {dev.name}")
+                raise ValueError(f"MatMul: no shared-memory tiling fits {dev.name} "
+                                 f"({dev.max_shared_memory} bytes, {dev.max_workgroup_invocations} "
+                                 f"invocations) for {dtype}")
+        return t
     if t.strategy != "subgroup":
         raise ValueError(f"MatMul: unknown tiling strategy {t.strategy!r}; use 'shared' or 'subgroup'")
     S = dev.subgroup_size
     # small operands: do not compute (and load) rows and columns that are not there
     tm = min(t.tm, _pow2_at_least(M))
     tn = min(t.tn, _pow2_at_least(-(-N // S)))
-    wb = _width(min(t.wb, tn), N, T, dev)
+    # a lane's tn columns are whole loads, and every row of B starts on a load boundary
+    wb = _width(min(t.wb, tn), math.gcd(N, tn), T, dev)
     return replace(t, tm=tm, tn=tn, wa=_width(t.wa, K, T, dev), wb=wb)
 
 
@@ -302,7 +315,12 @@ def _batch_layout(a_shape, b_shape, out_batch):
 
 
 def lower(node, ins, out, ctx) -> None:
-    """Queue the dispatch computing node (MatMul) from views ins = (A, B) into out."""
+    """Queue the dispatch computing node (MatMul) from views ins = (A, B) into out.
+
+    >>> import vkml.numpy as vnp
+    >>> (vnp.ones((2, 1, 1, 3)) @ vnp.ones((4, 3, 5))).shape
+    (2, 4, 1, 5)
+    """
     a, b = ins
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = tuple(node.shape[:-2])
