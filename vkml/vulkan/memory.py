@@ -125,6 +125,9 @@ class Allocator:
         self.blocks: list[Block] = []
         self.host_blocks: list[Block] = []
         self.lock = threading.Lock()
+        # Buffers are released by GC finalizers, which can run inside alloc() while the lock
+        # is held; they only append here (atomic under the GIL) and alloc drains the list.
+        self._pending: list[tuple] = []
         self.live_bytes = 0
         self.peak_bytes = 0
 
@@ -141,6 +144,7 @@ class Allocator:
         cap = _round(max(nbytes, 4))
         pool = self.host_blocks if host else self.blocks
         with self.lock:
+            self._drain()
             for b in pool:
                 off = b.alloc(cap)
                 if off is not None:
@@ -155,13 +159,23 @@ class Allocator:
         return Buffer(self, b, off, nbytes, cap)
 
     def _release(self, block: Block, off: int, cap: int) -> None:
-        with self.lock:
+        self._pending.append((block, off, cap))
+        if self.lock.acquire(blocking=False):
+            try:
+                self._drain()
+            finally:
+                self.lock.release()
+
+    def _drain(self) -> None:
+        while self._pending:
+            block, off, cap = self._pending.pop()
             block.release(off, cap)
             self.live_bytes -= cap
 
     def trim(self) -> None:
         """Give completely free blocks back to the driver."""
         with self.lock:
+            self._drain()
             for pool in (self.blocks, self.host_blocks):
                 for b in [b for b in pool if b.free == [(0, b.size)]]:
                     pool.remove(b)
