@@ -88,6 +88,29 @@ class DonatedArrayError(RuntimeError):
     """An array donated to a jitted call was used afterwards."""
 
 
+class _DonatedBuffer:
+    """Stands in for the device buffer of an array donated to a jitted call: any use of the
+    array reaches for its buffer, and that raises DonatedArrayError instead of reading
+    memory that now holds a result."""
+    __slots__ = ("_shape", "_dtype")
+
+    def __init__(self, shape, dtype):
+        self._shape, self._dtype = shape, dtype
+
+    def __getattr__(self, name):
+        raise DonatedArrayError(
+            f"jit: this array ({self._dtype}{list(self._shape)}) was donated to a jitted call "
+            f"(donate_argnums) and its memory now holds that call's results; it can no longer "
+            f"be read or passed anywhere. Use the call's outputs, or do not donate it.")
+
+    def __bool__(self):
+        return True
+
+
+def _is_donated(a) -> bool:
+    return isinstance(getattr(a, "_buf", None), _DonatedBuffer)
+
+
 def _copy_all(rt, pairs) -> None:
     """Copy (src Buffer, dst Buffer, nbytes) triples: memcpy where both are host-mapped,
     else one command buffer of transfers."""
@@ -132,9 +155,16 @@ class Compiled:
         _copy_all(rt, [(a._buf, s, a._buf.nbytes) for a, s in zip(leaves, self.slots)])
         if self.recording is not None:
             self.recording.submit()
-        reuse = {}   # nbytes -> donated buffers free to take an output
-        for i in donated:
-            reuse.setdefault(leaves[i]._buf.nbytes, []).append(leaves[i]._buf)
+        # nbytes -> donated buffers free to take an output. Not one that is an output
+        # itself (an input returned unchanged) or that also arrives as an undonated leaf.
+        passthrough = {self.input_pos[o.id] for o in self.exec_graph.outputs if o.id in self.input_pos}
+        kept = {id(leaves[i]._buf) for i in range(len(leaves)) if i not in donated or i in passthrough}
+        reuse = {}
+        for i in sorted(donated):
+            b = leaves[i]._buf
+            if id(b) not in kept:
+                reuse.setdefault(b.nbytes, []).append(b)
+                kept.add(id(b))   # the same buffer donated twice: reuse it once
         outs, copies = [], []
         for node, buf in zip(self.exec_graph.outputs, self.lowered.outputs):
             if node.id in self.input_pos:
@@ -165,6 +195,42 @@ class Lowering:
     def __repr__(self):
         return (f"Lowering(ops={self.op_count}, kernels={self.kernel_count}, "
                 f"barriers={self.barrier_count}, peak_bytes={self.peak_bytes})")
+
+
+def _modules_in(tree) -> list:
+    """Every vkml.nn Module reachable from tree's arguments, depth first, in flatten order."""
+    from .nn.base import Module
+    out = []
+    for top in tree_flatten(tree, is_leaf=lambda v: isinstance(v, Module))[0]:
+        if isinstance(top, Module):
+            out.extend(top.modules())
+    return out
+
+
+def _effect_targets(effects: list, dyn) -> list:
+    """Where each state effect of a trace is written, relative to the arguments.
+
+    A compiled signature serves every later call with arguments of the same structure, so
+    an effect on a module passed as an argument is kept as that module's position among
+    the arguments' modules (found again in each call's own arguments), not as the object
+    that happened to be traced. An effect on any other object (a global module) stays on it.
+    """
+    mods = _modules_in(dyn)
+    pos = {id(m): k for k, m in enumerate(mods)}
+    return [(("arg", pos[id(obj)]) if id(obj) in pos else ("obj", obj), name, node)
+            for obj, name, node in effects]
+
+
+def _resolve_effects(targets: list, dyn) -> list:
+    """(object, attribute, node) effects for this call's arguments (see _effect_targets)."""
+    mods = None
+    out = []
+    for (kind, where), name, node in targets:
+        if kind == "arg":
+            mods = _modules_in(dyn) if mods is None else mods
+            where = mods[where]
+        out.append((where, name, node))
+    return out
 
 
 class Jitted:
@@ -200,6 +266,15 @@ class Jitted:
         self.trace_count += 1
         return trace_flat(flat_f, dyn)
 
+    def _traced_graph(self, args, static, dyn):
+        """Trace f; the graph's outputs are f's output leaves, then one per state effect
+        (vkml.state assignments, such as BatchNorm's running statistics)."""
+        graph, out_tree, captured, leaves = self._trace(args, static, dyn)
+        effects = graph.effects
+        if effects:
+            graph = Graph(graph.inputs, list(graph.outputs) + [e[2] for e in effects])
+        return graph, out_tree, captured, leaves, effects
+
     def _entry(self, args):
         from . import numpy as vnp
         from .transforms.simplify import simplify
@@ -209,29 +284,31 @@ class Jitted:
         key = (treedef, tuple((l.shape, str(l.dtype)) for l in leaves), key_static)
         entry = self.cache.get(key)
         if entry is None:
-            graph, out_tree, captured, _ = self._trace(args, static, dyn)
+            graph, out_tree, captured, _, effects = self._traced_graph(args, static, dyn)
             if captured:
                 raise AssertionError("jit: eager trace captured outer tracers")
             g = simplify(graph)
-            entry = (Compiled(g, simplify(g, for_execution=True)), out_tree, graph.effects)
+            entry = (Compiled(g, simplify(g, for_execution=True)), out_tree,
+                     _effect_targets(effects, dyn))
             self.cache[key] = entry
         return entry, leaves, dyn, static
 
     def __call__(self, *args):
-        from . import numpy as vnp
         from .state import commit
         static, dyn, _ = self._split(args)
         leaves = tree_flatten(dyn)[0]
         if tracer.current() is not None or any(getattr(l, "_trace", None) is not None for l in leaves):
             # inside another transform: trace afresh and inline (captures differ per trace)
-            graph, out_tree, captured, lv = self._trace(args, static, dyn)
+            graph, out_tree, captured, lv, effects = self._traced_graph(args, static, dyn)
             res = call_graph(graph, lv + captured)
+            if effects:   # re-recorded on the enclosing trace, which writes them back
+                commit(effects, res[len(res) - len(effects):])
+                res = res[:len(res) - len(effects)]
             return tree_unflatten(out_tree, res)
-        (compiled, out_tree, effects), leaves, dyn, _ = self._entry(args)
+        (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args)
         for l in leaves:
-            if l._buf is None:
-                raise DonatedArrayError("jit: an argument was donated to an earlier call and can no "
-                                        "longer be used")
+            if _is_donated(l):
+                getattr(l._buf, "nbytes")   # raises DonatedArrayError, naming the array
         donated = set()
         if self.donate_argnums:
             pos = 0
@@ -244,9 +321,10 @@ class Jitted:
         res = compiled.run(leaves, donated)
         for i in donated:
             if all(r is not leaves[i] for r in res):
-                leaves[i]._buf = None        # reading it now raises DonatedArrayError
-        n_eff = len(effects)
+                leaves[i]._buf = _DonatedBuffer(leaves[i].shape, leaves[i].dtype)
+        n_eff = len(targets)
         if n_eff:
+            effects = _resolve_effects(targets, dyn)
             commit(effects, res[len(res) - n_eff:])
             res = res[:len(res) - n_eff]
         return tree_unflatten(out_tree, res)

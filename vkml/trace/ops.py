@@ -575,6 +575,40 @@ _declare(OpKind.SliceBackward, 1, ("shape", "starts", "stops", "steps"), _slice_
          "Place the input at the sliced positions of zeros of `shape` (adjoint of Slice).",
          "movement")
 
+# The shape rule of each operator in words (for the generated docs); the functions above
+# are the executable form.
+_SHAPE_WORDS = {
+    "leaf": "`shape` attribute",
+    "unary": "same as the input",
+    "binary": "NumPy broadcast of the operand shapes",
+    "compare": "NumPy broadcast of the operand shapes",
+    "reduce": "input shape with `axes` removed (kept as size 1 with `keepdims`)",
+}
+_SHAPE_OVERRIDES = {
+    OpKind.Arange: "(n,)",
+    OpKind.Rand: "`shape` attribute (key must be (2,))",
+    OpKind.Cumsum: "same as the input",
+    OpKind.Softmax: "same as the input",
+    OpKind.LogSoftmax: "same as the input",
+    OpKind.Reshape: "`shape` (same number of elements)",
+    OpKind.Permute: "out[i] = in[perm[i]]",
+    OpKind.Expand: "`shape` (input dims equal or 1, aligned from the right)",
+    OpKind.Slice: "len(range(start, stop, step)) per axis",
+    OpKind.Pad: "in + low + high per axis",
+    OpKind.Concat: "inputs equal outside `axis`; sizes along `axis` add",
+    OpKind.Flip: "same as the input",
+    OpKind.IndexSelect: "x with `axis` replaced by len(idx)",
+    OpKind.ScatterAdd: "src with `axis` replaced by `size`",
+    OpKind.MatMul: "broadcast(batch) + (m, n) from (..., m, k) @ (..., k, n)",
+    OpKind.Im2Col: "(N, C*kh*kw, OH*OW) from NCHW, OH = (H + 2p - d(kh-1) - 1) // s + 1",
+    OpKind.Col2Im: "(N, C, H, W) with (H, W) = `output_size`",
+    OpKind.MaxPool2d: "(N, C, OH, OW), OH as for Im2Col",
+    OpKind.MaxPool2dBackward: "shape of x",
+    OpKind.SliceBackward: "`shape` attribute (the sliced array's original shape)",
+}
+for _k, _s in SPECS.items():
+    _s.extra["shape"] = _SHAPE_OVERRIDES.get(_k) or _SHAPE_WORDS.get(_s.family, "see doc")
+
 assert set(SPECS) == set(OpKind), set(OpKind) - set(SPECS)
 
 
