@@ -26,7 +26,7 @@ class Array:
     >>> import vkml.numpy as vnp
     >>> a = vnp.asarray([[1.0, 2.0], [3.0, 4.0]])
     >>> (a @ a.T).sum().item()
-    30.0
+    52.0
     """
     __slots__ = ("_buf", "_trace", "_node", "shape", "dtype", "__weakref__")
     __array_priority__ = 100

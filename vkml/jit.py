@@ -343,7 +343,7 @@ def jit(f: Callable | None = None, static_argnums=(), donate_argnums=()):
 
     >>> import vkml, vkml.numpy as vnp
     >>> f = vkml.jit(lambda x, y: vnp.tanh(x) * y)
-    >>> f(vnp.ones(3), 2.0).numpy().round(4).tolist()
+    >>> [round(v, 4) for v in f(vnp.ones(3), 2.0).numpy().tolist()]
     [1.5232, 1.5232, 1.5232]
     """
     if f is None:

@@ -181,8 +181,14 @@ def _operands(name: str, *xs):
         else:
             strong.append(asarray(x).dtype)
     d = dt.promote_weak(strong, weak)
-    return [asarray(x, d) if not isinstance(x, Array) else (x if x.dtype == d else x.astype(d))
-            for x in xs], d
+
+    def conv(x):
+        if isinstance(x, Array):
+            return x if x.dtype == d else x.astype(d)
+        if isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic):
+            return full((), x, d)   # a Full node when traced: foldable, never an upload
+        return asarray(x, d)
+    return [conv(x) for x in xs], d
 
 
 def _float_operands(name, *xs):
