@@ -140,6 +140,7 @@ class Compiled:
         self.graph = graph              # for inlining into an enclosing trace (keeps StopGradient)
         self.exec_graph = exec_graph
         rt = self.rt = runtime.get()
+        rt.check_dtypes(exec_graph)
         self.slots = [rt.allocator.alloc(n.size * dt.itemsize(n.dtype), "jit input")
                       for n in exec_graph.inputs]
         self.lowered = lower_graph(rt, exec_graph, self.slots)

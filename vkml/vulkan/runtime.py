@@ -22,7 +22,18 @@ class Runtime:
         self.executor = Executor(self)
         self._fence = vk.vkCreateFence(self.dev.device, vk.VkFenceCreateInfo(), None)
 
+    def check_dtypes(self, graph) -> None:
+        """DTypeError naming the op when a graph needs float64 on a device without it."""
+        if self.dev.has_float64:
+            return
+        from ..trace.dtypes import DTypeError, float64
+        for n in graph.nodes:
+            if n.dtype == float64:
+                raise DTypeError(f"{n.op.value}: float64 needs shaderFloat64, which {self.dev.name} "
+                                 f"does not have; use float32")
+
     def run(self, graph, inputs):
+        self.check_dtypes(graph)
         return self.executor.run(graph, inputs)
 
     def _copy(self, src, src_off, dst, dst_off, n) -> None:
@@ -52,6 +63,10 @@ class Runtime:
     def upload(self, raw: np.ndarray, what: str = "asarray") -> Buffer:
         """A new device buffer holding raw's bytes (raw is already in device representation)."""
         raw = np.ascontiguousarray(raw)
+        if raw.dtype == np.float64 and not self.dev.has_float64:
+            from ..trace.dtypes import DTypeError
+            raise DTypeError(f"{what}: float64 needs shaderFloat64, which {self.dev.name} does not "
+                             f"have; use float32")
         n = raw.nbytes
         buf = self.allocator.alloc(n, what)
         if n == 0:
