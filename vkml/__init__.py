@@ -8,6 +8,7 @@ from .array import Array, ConcretizationError
 from .autodiff import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, no_grad, remat,
                        stop_gradient, value_and_grad, vjp)
 from .jit import jit, make_graph
+from .batching import vmap
 from .tensor import Tensor
 from .trace.dtypes import DTypeError
 from .trace.shapes import ShapeError
@@ -18,5 +19,5 @@ from . import numpy, random, nn, optim
 
 __all__ = ["Tensor", "checkpoint", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
            "stop_gradient", "value_and_grad", "vjp", "Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
-           "devices", "jit", "make_graph", "tree_util", "numpy", "random", "nn", "optim"]
+           "devices", "jit", "vmap", "make_graph", "tree_util", "numpy", "random", "nn", "optim"]
 __version__ = "0.1.0"

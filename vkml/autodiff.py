@@ -17,6 +17,7 @@ import numpy as np
 from . import numpy as vnp
 from . import state as _state
 from .array import Array, bind
+from .batching import vmap
 from .jit import call_graph, trace_flat
 from .trace import dtypes as dt
 from .trace import tracer
@@ -91,7 +92,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         sl = _arg_slices(args)
         wrt = [graph.inputs[i] for a in nums for i in range(sl[a][0], sl[a][1])]
         _check_float_inputs("grad", wrt)
-        grads = backward([root], [seed_ones(root)], wrt)
+        grads = backward([root], [seed_ones(root)], wrt, graph.keep)
         eff = graph.effects
         g = simplify(Graph(graph.inputs, list(graph.outputs) + grads + [e[2] for e in eff]))
         res = call_graph(g, leaves + captured)
@@ -160,7 +161,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
             seeds.append(s)
         float_roots = [(r, s) for r, s in zip(roots, seeds) if dt.is_float(r.dtype)]
         _check_float_inputs("vjp", [w for w in wrt])
-        grads = backward([r for r, _ in float_roots], [s for _, s in float_roots], wrt)
+        grads = backward([r for r, _ in float_roots], [s for _, s in float_roots], wrt, graph.keep)
         g = simplify(Graph(list(graph.inputs) + seeds, grads))
         res = call_graph(g, leaves + captured + [c for _, c in seed_inputs])
         return tuple(tree_unflatten(sl[i][2], res[sl[i][0]:sl[i][1]]) for i in range(len(primals)))
@@ -183,7 +184,7 @@ def _jvp_graph(graph: Graph, n_primal: int, n_out: int):
     ts = [Node(OpKind.Input, (), {"shape": w.shape, "dtype": w.dtype, "index": base + len(us) + k})
           for k, w in enumerate(wrt)]
     float_out = [k for k, r in enumerate(roots) if dt.is_float(r.dtype)]
-    g1 = backward([roots[k] for k in float_out], [us[k] for k in float_out], wrt)
+    g1 = backward([roots[k] for k in float_out], [us[k] for k in float_out], wrt, graph.keep)
     jt = backward(g1, ts, [us[k] for k in float_out])
     tangents, it = [], iter(jt)
     for k, r in enumerate(roots):
@@ -277,7 +278,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         base = len(graph.inputs)
         us = [Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype, "index": base + k})
               for k, r in enumerate(roots)]
-        grads = backward(roots, us, wrt) if total else []
+        grads = backward(roots, us, wrt, graph.keep) if total else []
         env = {i.id: (i, False) for i in graph.inputs}
         env.update({u.id: (_basis_block(total, off, r.shape, r.dtype), True)
                     for u, r, off in zip(us, roots, offsets)})
@@ -342,7 +343,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         offsets = [sum(w.size for w in wrt[:k]) for k in range(len(wrt))]
         cols = []
         if total and any(r.size for r in roots):
-            g1 = backward(roots, us, wrt)          # linear in us
+            g1 = backward(roots, us, wrt, graph.keep)          # linear in us
             jt = backward(g1, ts, us)             # J t for every output: the jvp graph
             env = {i.id: (i, False) for i in list(graph.inputs) + us}
             env.update({t.id: (_basis_block(total, off, w.shape, w.dtype), True)
@@ -541,4 +542,6 @@ class custom_vjp:
             env[n.id] = (bind(OpKind.Copy, [n.attrs["value"]], _tag=tag) if n.op is OpKind.Const
                          else bind(n.op, [env[i.id] for i in n.inputs], _tag=tag, **n.attrs))
         outs = [env[o.id] for o in fwd_graph.outputs[:n_out]]
+        # residuals and argument markers no output reaches must still be found by the walk
+        t.keep = getattr(t, "keep", []) + [env[o.id] for o in fwd_graph.outputs[n_out:]] + marked
         return tree_unflatten(prim_tree, outs)

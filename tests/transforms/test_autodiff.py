@@ -261,3 +261,18 @@ def test_non_scalar_output():
 def test_op_without_rule_names_it():
     with pytest.raises(NotImplementedError, match="Sign"):
         vkml.grad(lambda x: (vnp.sign(x) * x).sum())(f64([1.0, -2.0]))
+
+
+def test_custom_vjp_residual_no_output_reaches_and_under_jit_and_vmap():
+    @vkml.custom_vjp
+    def s(x):
+        return vnp.sin(x)
+    s.defvjp(lambda x: (vnp.sin(x), (vnp.cos(x),)), lambda r, g: (g * r[0],))
+    x = f64([0.0, 1.0])
+    want = np.cos([0.0, 1.0])
+    np.testing.assert_allclose(np.asarray(vkml.grad(lambda x: s(x).sum())(x)), want, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(vkml.grad(lambda x: vkml.jit(lambda y: s(y).sum())(x))(x)),
+                               want, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(vkml.vmap(vkml.grad(s))(x)), want, rtol=1e-12)
+    h = vkml.grad(lambda x: vkml.grad(lambda y: s(y).sum())(x).sum())(x)
+    np.testing.assert_allclose(np.asarray(h), -np.sin([0.0, 1.0]), rtol=1e-12)

@@ -107,7 +107,7 @@ class Graph:
     >>> [n.op.value for n in g.nodes]
     ['Input', 'Exp', 'Full', 'Add']
     """
-    __slots__ = ("inputs", "outputs", "nodes", "effects")
+    __slots__ = ("inputs", "outputs", "nodes", "effects", "keep")
 
     def __init__(self, inputs: Sequence[Node], outputs: Sequence[Node]):
         for i in inputs:
@@ -125,9 +125,10 @@ class Graph:
         object.__setattr__(self, "outputs", tuple(outputs))
         object.__setattr__(self, "nodes", tuple(order))
         object.__setattr__(self, "effects", [])
+        object.__setattr__(self, "keep", [])
 
     def __setattr__(self, k, v):
-        if k == "effects":  # side information attached by the tracer, not part of the program
+        if k in ("effects", "keep"):  # side information from the tracer, not the program
             return object.__setattr__(self, k, v)
         raise AttributeError("Graph is immutable")
 

@@ -34,10 +34,12 @@ def _requires(order: list[Node], wrt_ids: set[int]) -> set[int]:
     return req
 
 
-def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]) -> list[Node]:
+def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
+             keep: Sequence[Node] = ()) -> list[Node]:
     """Cotangents of sum_k <seeds[k], roots[k]> with respect to each node of wrt.
 
-    Unused wrt nodes get zeros of their shape. Raises DTypeError for non-float roots or
+    Unused wrt nodes get zeros of their shape. `keep` are nodes the walk must know about
+    although no root reaches them (custom_vjp residuals; see Graph.keep). Raises DTypeError for non-float roots or
     wrt nodes, NoGradientRule naming the operator when the walk meets one without a rule.
     """
     for r, s in zip(roots, seeds):
@@ -52,7 +54,7 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]) 
             raise DTypeError(f"grad: cannot differentiate with respect to a {w.dtype} input of shape "
                              f"{w.shape}; only float32/float64 inputs have gradients (pass "
                              f"integer data through a non-differentiated argument)")
-    order = toposort(roots)
+    order = toposort(list(roots) + list(keep))
     wrt_ids = {w.id for w in wrt}
     req = _requires(order, wrt_ids)
     ct: dict[int, E] = {}
