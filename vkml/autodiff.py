@@ -49,6 +49,17 @@ def _arg_slices(args: Sequence) -> list[tuple[int, int, Any]]:
     return out
 
 
+def _per_arg(sl, nums, argnums, flat: Sequence) -> Any:
+    """Regroup the flat leaves of the differentiated arguments into their pytrees (one
+    tree for an int argnums, a tuple of trees for a sequence)."""
+    out, pos = [], 0
+    for a in nums:
+        n = sl[a][1] - sl[a][0]
+        out.append(tree_unflatten(sl[a][2], flat[pos:pos + n]))
+        pos += n
+    return out[0] if isinstance(argnums, int) else tuple(out)
+
+
 def _check_float_inputs(name: str, nodes: Sequence[Node]) -> None:
     for n in nodes:
         if not dt.is_float(n.dtype):
@@ -101,12 +112,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
             res = res[:len(res) - len(eff)]
         outs, gl = res[:len(graph.outputs)], res[len(graph.outputs):]
         value = tree_unflatten(out_tree, outs)
-        per_arg, pos = [], 0
-        for a in nums:
-            n = sl[a][1] - sl[a][0]
-            per_arg.append(tree_unflatten(sl[a][2], gl[pos:pos + n]))
-            pos += n
-        gout = per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
+        gout = _per_arg(sl, nums, argnums, gl)
         return (value, gout)
     return wrapped
 
@@ -298,12 +304,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         per_out = []
         for j in range(n_main):
             row = jl[j * nw:(j + 1) * nw]
-            per_arg, pos = [], 0
-            for a in nums:
-                n = sl[a][1] - sl[a][0]
-                per_arg.append(tree_unflatten(sl[a][2], row[pos:pos + n]))
-                pos += n
-            per_out.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+            per_out.append(_per_arg(sl, nums, argnums, row))
         main_tree = out_tree.children[0] if has_aux else out_tree
         jac = tree_unflatten(main_tree, per_out)
         if has_aux:
@@ -364,12 +365,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         per_out = []
         for oi in range(len(roots)):
             row = res[oi * nw:(oi + 1) * nw]
-            per_arg, pos = [], 0
-            for a in nums:
-                n = sl[a][1] - sl[a][0]
-                per_arg.append(tree_unflatten(sl[a][2], row[pos:pos + n]))
-                pos += n
-            per_out.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+            per_out.append(_per_arg(sl, nums, argnums, row))
         return tree_unflatten(out_tree, per_out)
     return wrapped
 
