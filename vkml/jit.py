@@ -70,6 +70,8 @@ def trace_flat(f: Callable, args: Sequence, tag=None):
         effects = [(obj, name, t.lift(v)) for obj, name, v in getattr(t, "effects", [])]
     graph = t.graph(nodes)
     graph.effects = effects   # state assignments (vkml.state), as (obj, name, node)
+    # nodes the reverse walk must see even if no output reaches them (custom_vjp residuals)
+    graph.keep = [t.lift(v) for v in getattr(t, "keep", [])]
     return graph, out_tree, list(t.captured), leaves
 
 
@@ -111,20 +113,64 @@ def _is_donated(a) -> bool:
     return isinstance(getattr(a, "_buf", None), _DonatedBuffer)
 
 
-def _copy_all(rt, pairs) -> None:
-    """Copy (src Buffer, dst Buffer, nbytes) triples: memcpy where both are host-mapped,
-    else one command buffer of transfers."""
-    from .vulkan.vk import vk
-    slow = []
+def _split_copies(pairs) -> tuple[list, list]:
+    """(host-mapped, device) parts of (src Buffer, dst Buffer, nbytes) copies: memcpy does
+    the first where both ends are mapped (lavapipe), transfer commands the rest."""
+    fast, slow = [], []
     for src, dst, n in pairs:
         if n == 0:
             continue
         if src.block.mapped is not None and dst.block.mapped is not None:
-            dst.block.mapped[dst.offset:dst.offset + n] = src.block.mapped[src.offset:src.offset + n]
+            fast.append((src, dst, n))
         else:
             slow.append((src, dst, n))
-    for src, dst, n in slow:
-        rt._copy(src.block.buffer, src.offset, dst.block.buffer, dst.offset, n)
+    return fast, slow
+
+
+def _memcpy(pairs) -> None:
+    for src, dst, n in pairs:
+        dst.block.mapped[dst.offset:dst.offset + n] = src.block.mapped[src.offset:src.offset + n]
+
+
+def _record_copies(rt, pairs):
+    """One command buffer of buffer copies, fenced by barriers on both sides (None if no
+    copies). Submitted with the recording, so a call costs one submission, not one per
+    argument (a submit-and-wait is tens of microseconds on a GPU)."""
+    if not pairs:
+        return None
+    from .vulkan.vk import vk
+    d = rt.dev.device
+    cb = vk.vkAllocateCommandBuffers(d, vk.VkCommandBufferAllocateInfo(
+        commandPool=rt.dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        commandBufferCount=1))[0]
+    vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
+        flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+    before = vk.VkMemoryBarrier(
+        srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+        dstAccessMask=vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+    vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            0, 1, [before], 0, None, 0, None)
+    for src, dst, n in pairs:
+        region = vk.VkBufferCopy(srcOffset=src.offset, dstOffset=dst.offset, size=n)
+        vk.vkCmdCopyBuffer(cb, src.block.buffer, dst.block.buffer, 1, [region])
+    after = vk.VkMemoryBarrier(
+        srcAccessMask=vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+        dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_SHADER_READ_BIT
+        | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT)
+    vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                            0, 1, [after], 0, None, 0, None)
+    vk.vkEndCommandBuffer(cb)
+    return cb
+
+
+def _submit_alone(rt, cbs) -> None:
+    """Submit command buffers (no recording) and wait."""
+    from .vulkan.vk import vk
+    d = rt.dev.device
+    vk.vkQueueSubmit(rt.dev.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=cbs)], rt._fence)
+    vk.vkWaitForFences(d, 1, [rt._fence], vk.VK_TRUE, 2**63 - 1)
+    vk.vkResetFences(d, 1, [rt._fence])
 
 
 class Compiled:
@@ -152,10 +198,10 @@ class Compiled:
         return self.lowered.plan
 
     def run(self, leaves: Sequence[Array], donated: set[int]) -> list[Array]:
+        """Copy the arguments in, run the recording, copy the outputs out: one submission."""
+        from .vulkan.vk import vk
         rt = self.rt
-        _copy_all(rt, [(a._buf, s, a._buf.nbytes) for a, s in zip(leaves, self.slots)])
-        if self.recording is not None:
-            self.recording.submit()
+        in_fast, in_slow = _split_copies([(a._buf, s, a._buf.nbytes) for a, s in zip(leaves, self.slots)])
         # nbytes -> donated buffers free to take an output. Not one that is an output
         # itself (an input returned unchanged) or that also arrives as an undonated leaf.
         passthrough = {self.input_pos[o.id] for o in self.exec_graph.outputs if o.id in self.input_pos}
@@ -178,7 +224,20 @@ class Compiled:
             dst = reuse[n].pop() if reuse.get(n) else rt.allocator.alloc(n, "jit output")
             copies.append((buf, dst, n))
             outs.append(Array._concrete(dst, node.shape, node.dtype))
-        _copy_all(rt, copies)
+        out_fast, out_slow = _split_copies(copies)
+        _memcpy(in_fast)
+        with rt.dev.lock:
+            before, after = _record_copies(rt, in_slow), _record_copies(rt, out_slow)
+            try:
+                if self.recording is not None:
+                    self.recording.submit(before, after)
+                elif before is not None or after is not None:
+                    _submit_alone(rt, [c for c in (before, after) if c is not None])
+            finally:
+                spent = [c for c in (before, after) if c is not None]
+                if spent:
+                    vk.vkFreeCommandBuffers(rt.dev.device, rt.dev.command_pool, len(spent), spent)
+        _memcpy(out_fast)
         return outs
 
 
@@ -206,6 +265,40 @@ def _modules_in(tree) -> list:
         if isinstance(top, Module):
             out.extend(top.modules())
     return out
+
+
+class _MirroredEffects(list):
+    """A trace's list of state effects that also shows each assignment on the traced copy
+    of the module it targets.
+
+    An effect is recorded against the module the user passed in (Module._state_owner),
+    so a transform nested in the jitted function (grad computing BatchNorm's running
+    statistics) updates that module only once jit returns. Eagerly the update is visible
+    at once: code after the grad (apply_updates building the returned model) reads the
+    new statistics. Setting the traced copy as well gives the jitted function the same view.
+    """
+
+    def __init__(self, copies: dict):
+        super().__init__()
+        self.copies = copies        # id(user's module) -> its traced copy in this trace
+
+    def append(self, effect) -> None:
+        obj, name, value = effect
+        copy = self.copies.get(id(obj))
+        if copy is not None and copy is not obj:
+            object.__setattr__(copy, name, value)
+        super().append(effect)
+
+
+def _mirror_state(trace, traced_args) -> None:
+    """Install _MirroredEffects on trace for the modules among traced_args."""
+    if trace is None:
+        return
+    copies = {}
+    for m in _modules_in(list(traced_args)):
+        copies.setdefault(id(m._state_owner()), m)
+    if copies:
+        trace.effects = _MirroredEffects(copies)
 
 
 def _effect_targets(effects: list, dyn) -> list:
@@ -261,6 +354,7 @@ class Jitted:
 
     def _trace(self, args, static, dyn):
         def flat_f(*dyn_args):
+            _mirror_state(tracer.current(), dyn_args)
             it = iter(dyn_args)
             full = [args[i] if i in static else next(it) for i in range(len(args))]
             return self.f(*full)
@@ -299,13 +393,11 @@ class Jitted:
         static, dyn, _ = self._split(args)
         leaves = tree_flatten(dyn)[0]
         if tracer.current() is not None or any(getattr(l, "_trace", None) is not None for l in leaves):
-            # inside another transform: trace afresh and inline (captures differ per trace)
-            graph, out_tree, captured, lv, effects = self._traced_graph(args, static, dyn)
-            res = call_graph(graph, lv + captured)
-            if effects:   # re-recorded on the enclosing trace, which writes them back
-                commit(effects, res[len(res) - len(effects):])
-                res = res[:len(res) - len(effects)]
-            return tree_unflatten(out_tree, res)
+            # inside another transform, jit is the identity on the program: tracing f into
+            # the enclosing trace keeps everything it records there (state effects,
+            # custom_vjp regions and their residuals, checkpoint tags)
+            self.trace_count += 1
+            return self.f(*args)
         (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args)
         for l in leaves:
             if _is_donated(l):
@@ -319,6 +411,9 @@ class Jitted:
                 if i in self.donate_argnums or (i - len(args)) in self.donate_argnums:
                     donated.update(range(pos, pos + n))
                 pos += n
+        if donated:   # an array also passed undonated in the same call is not given up
+            undonated = {id(l._buf) for i, l in enumerate(leaves) if i not in donated}
+            donated = {i for i in donated if id(leaves[i]._buf) not in undonated}
         res = compiled.run(leaves, donated)
         for i in donated:
             if all(r is not leaves[i] for r in res):

@@ -1,9 +1,13 @@
 """Running a Graph: a liveness buffer plan, lowering to dispatches, one command buffer.
 
-1. plan: every intermediate gets an offset in one arena by liveness over the schedule
-   (first fit among ranges free at that step), so the arena's size is the planned peak;
-   graph outputs get buffers of their own, inputs and constants are used where they are.
-2. lower: each node's kernel family turns it into dispatches (kernel, meta ints, views).
+0. schedule: `fusion.schedule` groups the nodes into kernels (fused elementwise regions,
+   opaque operators with fused prologues/epilogues); with fusion off, one per node.
+1. plan: every value a kernel writes gets an offset in one arena by liveness over that
+   schedule (first fit among ranges free at that step), so the arena's size is the planned
+   peak and fused-away values take none; graph outputs get buffers of their own, inputs
+   and constants are used where they are.
+2. lower: each group turns into dispatches (kernel, meta ints, views): a region through
+   `lower/elementwise.py:lower_region`, an operator through its kernel family.
 3. record: one command buffer, a barrier only where a dispatch touches a range written
    (or read, for a write) since the last barrier; submit once; wait.
 """
@@ -18,7 +22,9 @@ import numpy as np
 from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind, SPECS
+from . import fusion
 from .kernels import Kernel
+from .lower import elementwise
 from .memory import ALIGN, Buffer
 from .vk import vk
 
@@ -114,6 +120,7 @@ class Plan:
     arena_bytes: int = 0                             # the planned peak of intermediates
     output_bytes: int = 0
     input_bytes: int = 0
+    groups: list = field(default_factory=list, repr=False)   # the kernel schedule planned over
 
     @property
     def peak_bytes(self) -> int:
@@ -121,25 +128,33 @@ class Plan:
         return self.arena_bytes + self.output_bytes + self.input_bytes
 
 
-def plan(graph: Graph) -> Plan:
-    """First-fit liveness plan of the arena for every intermediate value and scratch range."""
-    nodes = graph.nodes
-    step = {n.id: i for i, n in enumerate(nodes)}
+def _scratch(g) -> int:
+    sc = getattr(family(SPECS[g.node.op].kernel), "scratch_bytes", None) if g.node is not None else None
+    if sc is None:
+        return 0
+    return sc(g.node) if g.prologue is None else sc(g.node, prologue=g.prologue)
+
+
+def plan(graph: Graph, groups: list | None = None) -> Plan:
+    """First-fit liveness plan of the arena over the kernel schedule (`fusion.schedule`,
+    fused unless fusion is off): only values a kernel writes take space; a value lives
+    from the step of its kernel to the last step reading it."""
+    if groups is None:
+        groups = fusion.schedule(graph)
     last = {}
-    for n in nodes:
-        for i in n.inputs:
-            last[i.id] = step[n.id]
+    for t, g in enumerate(groups):
+        for i in g.reads:
+            last[i.id] = t
     outs = {o.id for o in graph.outputs}
-    p = Plan()
-    live: list[tuple[int, int, int]] = []   # (offset, size, free_after_step)
+    p = Plan(groups=groups)
     seen_inputs = set()
-    for n in nodes:
-        if n.op in (OpKind.Input, OpKind.Const):
-            if n.id not in seen_inputs:
-                p.input_bytes += _round(_nbytes(n))
-                seen_inputs.add(n.id)
-            continue
-        t = step[n.id]
+    for n in graph.nodes:
+        if n.op in (OpKind.Input, OpKind.Const) and n.id not in seen_inputs:
+            p.input_bytes += _round(_nbytes(n))
+            seen_inputs.add(n.id)
+    live: list[tuple[int, int, int]] = []   # (offset, size, free_after_step)
+    for t, g in enumerate(groups):
+        n = g.out
         live = [r for r in live if r[2] >= t]
 
         def place(size: int, until: int) -> int:
@@ -153,11 +168,9 @@ def plan(graph: Graph) -> Plan:
             p.arena_bytes = max(p.arena_bytes, off + size)
             return off
 
-        sc = getattr(family(SPECS[n.op].kernel), "scratch_bytes", None)
-        if sc is not None:
-            sb = sc(n)
-            if sb:
-                p.scratch[n.id] = (place(_round(sb), t), sb)
+        sb = _scratch(g)
+        if sb:
+            p.scratch[n.id] = (place(_round(sb), t), sb)
         if n.id in outs:
             p.output_bytes += _round(_nbytes(n))
         else:
@@ -172,8 +185,22 @@ class Lowered:
         self.plan, self.dispatches, self.outputs, self.arena, self.held = plan, dispatches, outputs, arena, held
 
 
+def _lower_group(g, views: dict, out: View, ctx: LowerCtx) -> None:
+    if g.node is None:
+        elementwise.lower_region(g.region, [views[l.id] for l in g.region.leaves], out, ctx)
+    elif g.prologue is not None or g.epilogue is not None:
+        pro = None if g.prologue is None else (g.prologue, [views[l.id] for l in g.prologue.leaves])
+        epi = None if g.epilogue is None else (
+            g.epilogue, [None if l is g.node else views[l.id] for l in g.epilogue.leaves])
+        ins = [views[i.id] for i in g.node.inputs] if pro is None else [None]
+        family(SPECS[g.node.op].kernel).lower(g.node, ins, out, ctx, prologue=pro, epilogue=epi)
+    else:
+        family(SPECS[g.node.op].kernel).lower(g.node, [views[i.id] for i in g.node.inputs], out, ctx)
+
+
 def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer]) -> Lowered:
-    """Plan the graph, allocate its arena and output buffers, lower every node."""
+    """Plan the graph's kernel schedule, allocate its arena and output buffers, lower
+    every group of the schedule to dispatches."""
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
     p = plan(graph)
@@ -183,18 +210,17 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer]) -> Lowered:
     for node, buf in zip(graph.inputs, inputs):
         views[node.id] = view_of(buf, node.shape, node.dtype)
         held[node.id] = buf
-    results: dict[int, Buffer] = {}
-    dispatches: list[Dispatch] = []
     for n in graph.nodes:
-        if n.id in views:
-            continue
-        if n.op is OpKind.Const:
+        if n.op is OpKind.Const and n.id not in views:
             buf = n.attrs["value"]._buf
             views[n.id] = view_of(buf, n.shape, n.dtype)
             held[n.id] = buf
-            continue
-        if n.op is OpKind.Input:
+        elif n.op is OpKind.Input and n.id not in views:
             raise ValueError(f"input {n} has no value")
+    results: dict[int, Buffer] = {}
+    dispatches: list[Dispatch] = []
+    for g in p.groups:
+        n = g.out
         if n.id in p.offsets:
             v = View(arena.block.buffer, arena.offset + p.offsets[n.id], _nbytes(n), id(arena.block),
                      n.shape, n.dtype)
@@ -211,7 +237,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer]) -> Lowered:
             scratch = View(arena.block.buffer, arena.offset + off, sb, id(arena.block), (sb // 4,),
                            dt.int32)
         ctx = LowerCtx(rt, scratch)
-        family(SPECS[n.op].kernel).lower(n, [views[i.id] for i in n.inputs], v, ctx)
+        _lower_group(g, views, v, ctx)
         dispatches.extend(ctx.dispatches)
     outs = [results[o.id] if o.id in results else held[o.id] for o in graph.outputs]
     return Lowered(p, dispatches, outs, arena, list(held.values()))

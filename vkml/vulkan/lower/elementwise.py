@@ -4,9 +4,16 @@ Every operand, the output included, is addressed as offset + sum(index * stride)
 shapes and strides read from the dispatch's meta ints, so broadcasting (stride 0),
 slicing, permuting and flipping (negative strides) are all the same kernel. Movement
 operators and the scatters lower onto `strided`, the generic form used here.
+
+Fused regions (`vulkan/fusion.py`) lower through `lower_region`: the region's SSA becomes
+one GLSL function of its loaded values, called once per element (or four times per
+thread where every operand can be read four elements at a time); a single elementwise
+node is a region of one operator.
 """
 from __future__ import annotations
 
+import re
+import struct
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -173,8 +180,318 @@ def bcast_layout(in_shape: Sequence[int], out_shape: Sequence[int]):
     return (0, tuple([0] * pad + [0 if d == 1 else s for d, s in zip(in_shape, st)]))
 
 
+
+# --------------------------------------------------------------------------- regions
+
+_OPERAND = re.compile(r"\b([abc])\b")
+_VEC = {"float": "vec4", "double": "dvec4", "int": "ivec4"}
+
+
+def literal(dtype, value) -> str:
+    """An exact GLSL literal of dtype (a Full constant folded into a kernel).
+
+    >>> literal(np.float32, 2), literal(np.float32, 0.1), literal(np.int32, -3)
+    ('2.0', 'uintBitsToFloat(0x3dcccccdu)', '(-3)')
+    """
+    d = np.dtype(dtype)
+    if d == dt.float32:
+        f = np.float32(value)
+        if np.isfinite(f) and f == np.trunc(f) and abs(f) < 2 ** 24:
+            return f"({float(f)!r})" if f < 0 else repr(float(f))
+        (bits,) = struct.unpack("<I", struct.pack("<f", f))
+        return f"uintBitsToFloat(0x{bits:08x}u)"
+    if d == dt.float64:
+        v = float(value)
+        if np.isfinite(v) and v == int(v) and abs(v) < 2 ** 53:
+            return f"({v!r}lf)" if v < 0 else f"{v!r}lf"
+        lo, hi = struct.unpack("<II", struct.pack("<d", v))
+        return f"packDouble2x32(uvec2(0x{lo:08x}u, 0x{hi:08x}u))"
+    if d == dt.bool_:
+        return "1" if value else "0"
+    v = int(value)
+    if v == -2 ** 31:
+        return "int(0x80000000u)"
+    return str(v) if v >= 0 else f"({v})"
+
+
+def region_function(reg, name: str) -> tuple[str, bool]:
+    """GLSL `T name(T0 a0, ...)` computing the region's root from its loaded values (one
+    parameter per load, in load order); and whether it calls the math library."""
+    params = [""] * len(reg.loads)
+    names: dict[int, str] = {}
+    lines = []
+    math = False
+    for i, ins in enumerate(reg.code):
+        if ins[0] == "load":
+            params[ins[1]] = f"{dt.glsl_type(reg.types[i])} a{ins[1]}"
+            names[i] = f"a{ins[1]}"
+        elif ins[0] == "const":
+            names[i] = literal(ins[1], ins[2])
+        else:
+            _, op, in_dt, out_dt, attrs, args = ins
+            e = expression(op, in_dt, out_dt, attrs)
+            math = math or "vk_" in e
+            e = _OPERAND.sub(lambda m: names[args["abc".index(m.group(1))]], e)
+            T = dt.glsl_type(out_dt)
+            lines.append(f"  {T} v{i} = {T}({e});")
+            names[i] = f"v{i}"
+    T = dt.glsl_type(reg.dtype)
+    src = (f"{T} {name}({', '.join(params)}) {{\n" + "".join(l + "\n" for l in lines)
+           + f"  return {T}({names[reg.out]});\n}}\n")
+    return src, math
+
+
+# rough code size of the math library's functions (in simple operations), for the
+# compile-time budget of fused kernels: lavapipe's compile time grows faster than linearly
+# with a kernel's size, and sin/cos (range reduction) dwarf an add
+_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_pow": 40, "vk_erf": 30, "vk_erfc": 30, "vk_tanh": 20,
+           "vk_expm1": 20, "vk_log1p": 15, "vk_log": 15, "vk_exp": 10, "vk_sigmoid": 12}
+_CALL = re.compile(r"\b(vk_\w+)\(")
+
+
+@lru_cache(maxsize=None)
+def op_weight(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, approximate=None) -> int:
+    """Code size of one elementwise operator, in simple operations (double math counts
+    twice: its polynomials are longer)."""
+    e = expression(op, in_dtype, out_dtype, {"approximate": approximate})
+    w = 1 + sum(_WEIGHT.get(f, 10) for f in _CALL.findall(e))
+    return w * 2 if np.dtype(in_dtype) == dt.float64 and w > 1 else w
+
+
+def uses_double(reg) -> bool:
+    return any(np.dtype(t) == dt.float64 for t in reg.types)
+
+
+def _vec_modes(shp, loads, W: int) -> list[str] | None:
+    """Per load, how a thread handling W consecutive elements reads it: 'v' one wide load
+    (contiguous and W-aligned), 's' one scalar for all W (broadcast along the innermost
+    axis), 'g' W scalar loads; None when the innermost axis does not split in W."""
+    if not shp or shp[-1] % W:
+        return None
+    modes = []
+    for off, st in loads:
+        if st[-1] == 0:
+            modes.append("s")
+        elif st[-1] == 1 and off % W == 0 and all(s % W == 0 for s in st[:-1]):
+            modes.append("v")
+        else:
+            modes.append("g")
+    return modes
+
+
+VECTORIZE = True      # tests turn it off to compare the one-element-per-thread path
+VECTOR_MIN = 1 << 14  # elements below which a kernel is not worth a specialised source
+
+
+CODE_BUDGET = 1000    # a region's weight times the elements a thread computes
+
+
+def _width(dtypes, dev, weight: int) -> int:
+    """Elements per thread in the vector path (1: none). A CPU device (lavapipe) pays per
+    loaded component and lane, so 32-bit data moves as uint64 pairs, eight per u64vec4;
+    the region's code is repeated per element, within the compile-time budget."""
+    wide = dev.is_cpu and dev.has_int64 and all(dt.itemsize(d) == 4 for d in dtypes)
+    for w in ((8, 4) if wide else (4,)):
+        if w * weight <= CODE_BUDGET:
+            return w
+    return 1
+
+
+def _wide_type(T: str, W: int) -> str:
+    return "u64vec4" if W == 8 else _VEC[T]
+
+
+def _unpack(T: str, W: int, v: str) -> list[str]:
+    """The W elements of the wide value v."""
+    if W == 4:
+        return [f"{v}.{c}" for c in "xyzw"]
+    conv = "uintBitsToFloat" if T == "float" else "ivec2"
+    return [f"{conv}(unpackUint2x32({v}.{c}))[{k}]" for c in "xyzw" for k in range(2)]
+
+
+def _pack(T: str, W: int, vals: list[str]) -> str:
+    if W == 4:
+        return f"{_VEC[T]}({', '.join(vals)})"
+    conv = "floatBitsToUint" if T == "float" else "uvec2"
+    pairs = [f"packUint2x32({conv}({T[0] if T != 'float' else ''}vec2({vals[2 * i]}, {vals[2 * i + 1]})))"
+             for i in range(4)]
+    return f"u64vec4({', '.join(pairs)})"
+
+
+def lower_region(reg, leaf_views: Sequence, out, ctx) -> None:
+    """Dispatch one kernel computing the region into the contiguous view out.
+
+    leaf_views are the views of reg.leaves (one binding each). Shapes, strides and
+    offsets travel in meta, so one kernel serves every shape of the same computation.
+    On large arrays whose innermost axis splits in W, a thread computes W consecutive
+    elements: one wide load per contiguous aligned operand, one scalar per operand
+    broadcast along that axis, W scalars (a gather) otherwise, and one wide store; and
+    it does so for R such groups a workgroup apart. Index decoding (integer division,
+    which lavapipe cannot vectorise) happens only when the axes every operand agrees on
+    do not merge into one, and then once per W elements.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> vkml.jit(lambda x: vnp.exp(x.T) + 1.0)(vnp.zeros((2, 3))).shape
+    (3, 2)
+    """
+    n = 1
+    for d in reg.shape:
+        n *= d
+    if n == 0:
+        return
+    if reg.code[reg.out][0] == "const":
+        # a constant alone: its value in meta, so one fill kernel serves every value
+        from .fill import fill_view
+        fill_view(ctx, out, reg.code[reg.out][2])
+        return
+    shp, st = collapse(reg.shape, [contiguous_strides(reg.shape)] + [l[2] for l in reg.loads])
+    loads = [(l[1], s) for l, s in zip(reg.loads, st[1:])]
+    K = len(shp)
+    W = _width([v.dtype for v in leaf_views] + [out.dtype], ctx.dev, reg.weight)
+    # small kernels keep the one generic source per computation and rank (fewer compiles)
+    modes = _vec_modes(shp, loads, W) if VECTORIZE and W > 1 and n >= VECTOR_MIN else None
+    if modes is None:
+        W, modes = 1, ["s"] * len(loads)
+    else:
+        shp = shp[:-1] + (shp[-1] // W,)
+    # a wide binding only where every load of that leaf is a wide load
+    wide_leaf = [all(m == "v" for (li, _, _), m in zip(reg.loads, modes) if li == j)
+                 and any(li == j for li, _, _ in reg.loads) for j in range(len(reg.leaves))]
+    modes = [("g" if not wide_leaf[li] else m) if m == "v" else m
+             for (li, _, _), m in zip(reg.loads, modes)]
+    meta = [n // W, *shp]
+    for (off, s), m in zip(loads, modes):
+        if m == "v":
+            meta += [off // W, *[x // W for x in s[:-1]], 1]
+        elif m == "g":
+            meta += [off, *s[:-1], W * s[-1], s[-1]]
+        else:
+            meta += [off, *s]
+    nv = n // W
+    R = _rounds(nv, W, reg.weight)
+    lx = _local_size(ctx.dev, -(-nv // R))
+    key = (_signature(reg), tuple(str(v.dtype) for v in leaf_views), tuple(modes), tuple(wide_leaf),
+           K, W, R, lx)
+    body = _SOURCES.get(key)
+    if body is None:
+        body = _region_source(reg, leaf_views, modes, wide_leaf, K, W, R, lx)
+        if len(_SOURCES) > 4096:
+            _SOURCES.clear()
+        _SOURCES[key] = body
+    name = reg.root.op.value if reg.n_ops <= 1 else f"Fused{reg.n_ops}"
+    k = ctx.kernel(name, body, 1 + len(leaf_views), local_size=lx)
+    ctx.dispatch(k, meta, [out, *leaf_views], writes=(0,), groups=-(-nv // (R * lx)))
+
+
+_SOURCES: dict = {}       # region signature and layout -> generated GLSL (eager ops repeat)
+
+
+def _signature(reg) -> tuple:
+    """What the generated source depends on: the SSA with its types and attributes (the
+    shapes, strides and offsets travel in meta)."""
+    sig = []
+    for ins in reg.code:
+        if ins[0] == "load":
+            sig.append(("load", ins[1], reg.loads[ins[1]][0]))
+        elif ins[0] == "const":
+            sig.append(("const", np.dtype(ins[1]).str, literal(ins[1], ins[2])))
+        else:
+            _, op, i, o, attrs, args = ins
+            sig.append((op, np.dtype(i).str, np.dtype(o).str,
+                        tuple(sorted((k, str(v)) for k, v in attrs.items())), args))
+    return tuple(sig), reg.out
+
+
+def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx: int) -> str:
+    fn, math = region_function(reg, "fused")
+    OT = dt.glsl_type(reg.dtype)
+    src = []
+    if W == 8:
+        src.append("#extension GL_ARB_gpu_shader_int64 : enable\n")
+    src.append(binding(1, _wide_type(OT, W) if W > 1 else OT, "o"))
+    for j, v in enumerate(leaf_views):
+        T = dt.glsl_type(v.dtype)
+        src.append(binding(2 + j, _wide_type(T, W) if wide_leaf[j] and W > 1 else T, f"x{j}",
+                           readonly=True))
+    if math:
+        src.append(math_lib("double" if uses_double(reg) else "float"))
+    src.append(fn)
+    # R rounds per thread, a workgroup's width apart (neighbouring lanes read neighbouring
+    # memory); every round's loads are issued before any round's arithmetic
+    L = ["void main() {", f"  uint g0 = group_id() * {R * lx}u + gl_LocalInvocationID.x;",
+         "  uint nv = uint(meta[0]);", "  if (g0 >= nv) return;"]
+    Ws = max(W, 1)
+    outs = []
+    for k in range(R):
+        gi = f"(g0 + {k * lx}u)"
+        ind = "  " if k == 0 else "    "
+        body = []
+        if K > 1:
+            body.append(f"int r_{k} = int{gi};")
+            for d in range(K - 1, 0, -1):
+                body.append(f"int c{d}_{k} = r_{k} % meta[{1 + d}]; r_{k} /= meta[{1 + d}];")
+            body.append(f"int c0_{k} = r_{k};")
+        elif K == 1:
+            body.append(f"int c0_{k} = int{gi};")
+        base = 1 + K
+        args = []
+        decl = []
+        for j, ((li, _, _), m) in enumerate(zip(reg.loads, modes)):
+            T = dt.glsl_type(reg.leaves[li].dtype)
+            p = " + ".join([f"meta[{base}]"] + [f"c{d}_{k} * meta[{base + 1 + d}]" for d in range(K)])
+            base += 1 + K
+            body.append(f"int p{j}_{k} = {p};")
+            if m == "v":
+                WT = _wide_type(T, W)
+                decl.append(f"{WT} l{j}_{k} = {WT}(0);")
+                body.append(f"l{j}_{k} = x{li}[p{j}_{k}];")
+                args.append(_unpack(T, W, f"l{j}_{k}"))
+            elif m == "g":
+                body.append(f"int q{j}_{k} = meta[{base}];")
+                base += 1
+                decl += [f"{T} l{j}_{k}_{c} = {T}(0);" for c in range(W)]
+                body += [f"l{j}_{k}_{c} = x{li}[p{j}_{k} + {c} * q{j}_{k}];" for c in range(W)]
+                args.append([f"l{j}_{k}_{c}" for c in range(W)])
+            else:
+                decl.append(f"{T} l{j}_{k} = {T}(0);")
+                body.append(f"l{j}_{k} = x{li}[p{j}_{k}];")
+                args.append([f"l{j}_{k}"] * Ws)
+        L += ["  " + x for x in decl]
+        if k == 0:
+            L += ["  " + x for x in body]
+        else:
+            L.append(f"  if ({gi} < nv) {{")
+            L += ["    " + x for x in body]
+            L.append("  }")
+        outs.append((gi, args))
+    for k, (gi, args) in enumerate(outs):
+        L += [f"  {OT} r{k}_{c} = fused({', '.join(a[c] for a in args)});" for c in range(Ws)]
+        val = _pack(OT, W, [f"r{k}_{c}" for c in range(W)]) if W > 1 else f"r{k}_0"
+        L.append(f"  o[{gi}] = {val};" if k == 0 else f"  if ({gi} < nv) o[{gi}] = {val};")
+    L.append("}")
+    return "".join(src) + "\n".join(L) + "\n"
+
+
+def _rounds(nv: int, W: int, weight: int) -> int:
+    """Wide loads per thread: several per thread hide lavapipe's per-invocation cost on
+    large kernels, within the code budget (each round repeats the region's code W times)."""
+    for r in (4, 2):
+        if nv >= r * (1 << 14) and r * max(W, 1) * weight <= CODE_BUDGET:
+            return r
+    return 1
+
+
+def _local_size(dev, threads: int) -> int:
+    """Invocations per workgroup. lavapipe pays about a microsecond per workgroup, so a
+    CPU device gets large groups once there are enough threads to keep every core busy."""
+    if dev.is_cpu and threads >= 1 << 16:
+        return min(1024, dev.max_workgroup_invocations)
+    return 256
+
+
 def lower(node, ins, out, ctx) -> None:
-    expr = expression(node.op, ins[-1].dtype if node.op is OpKind.Where else ins[0].dtype,
-                      node.dtype, node.attrs)
-    layouts = [bcast_layout(v.shape, node.shape) for v in ins]
-    strided(ctx, node.op.value, expr, out, (0, contiguous_strides(node.shape)), ins, layouts, node.shape)
+    """One elementwise node: a region of one operator over its operands."""
+    from ..fusion import build_region
+    reg = build_region(node, lambda x: False)
+    at = {i.id: v for i, v in zip(node.inputs, ins)}
+    lower_region(reg, [at[l.id] for l in reg.leaves], out, ctx)

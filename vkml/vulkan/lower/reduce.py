@@ -18,6 +18,12 @@ workgroups/threads; partials go to scratch and the next pass reduces them, until
 split remains. Per-thread runs are combined in blocks before joining the running value,
 so float sums keep tree-like accuracy.
 
+Fusion (vulkan/fusion.py) hands a reduction two optional elementwise regions: a
+prologue, the producers of its input, evaluated as the first pass loads each element
+(every load addressed through its own strides, so the input never exists in memory);
+and an epilogue, evaluated on each final value before the store (the reduction's own
+value never reaches memory). Axes then merge only where every load allows it.
+
 ArgMax/ArgMin carry (value, index) pairs, ties going to the smaller index, so the first
 occurrence wins in any order. A float Prod carries (mantissa, binary exponent) pairs,
 renormalised at every step, so no partial product over- or underflows whatever the
@@ -34,6 +40,7 @@ from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
 from ..kernels import binding
+from .elementwise import math_lib
 from .fill import fill_view
 
 ROW_MIN = 64          # GPU: inner reductions at least this long get a workgroup per output
@@ -162,10 +169,35 @@ def is_pair(op: OpKind, dtype) -> bool:
     return op in _ARG or (op is OpKind.Prod and dt.is_float(dtype))
 
 
-def _layout(node):
+def fused_dims(shape, axes, loads) -> tuple[list, list, list]:
+    """split_dims for a reduction reading a fused prologue: axes merge only where the
+    virtual contiguous input and every load's strides allow it. Returns (kept, red,
+    per-load (kept strides, reduced strides)), kept/red as in split_dims."""
+    vst = contiguous_strides(shape)
+    dims = [(n, i in axes, (vst[i],) + tuple(l[2][i] for l in loads))
+            for i, n in enumerate(shape) if n != 1]
+    merged = []
+    for n, kind, st in dims:
+        if merged:
+            pn, pk, pst = merged[-1]
+            if pk == kind and all(a == b * n for a, b in zip(pst, st)):
+                merged[-1] = (pn * n, kind, st)
+                continue
+        merged.append((n, kind, st))
+    kept = [(n, st[0]) for n, k, st in merged if not k]
+    red = [(n, st[0]) for n, k, st in merged if k]
+    per = [(tuple(st[1 + j] for n, k, st in merged if not k), tuple(st[1 + j] for n, k, st in merged if k))
+           for j in range(len(loads))]
+    return kept, red, per
+
+
+def _layout(node, prologue=None):
     """The passes of node and the byte (offset, size) of each non-final pass's partial
     values and ints in scratch."""
-    kept, red = split_dims(node.inputs[0].shape, node.attrs["axes"])
+    if prologue is None:
+        kept, red = split_dims(node.inputs[0].shape, node.attrs["axes"])
+    else:
+        kept, red, _ = fused_dims(node.inputs[0].shape, node.attrs["axes"], prologue.loads)
     if node.size == 0 or _prod(red) == 0:
         return [], []
     passes = plan(kept, red, strategy())
@@ -182,9 +214,9 @@ def _layout(node):
     return passes, regions
 
 
-def scratch_bytes(node) -> int:
+def scratch_bytes(node, prologue=None) -> int:
     """Scratch for the partials of split reductions (0 when one pass suffices)."""
-    _, regions = _layout(node)
+    _, regions = _layout(node, prologue)
     if not regions:
         return 0
     (vo, vs), (io, is_) = regions[-1]
@@ -321,11 +353,20 @@ def _advance(rank: int, dims_base: int) -> list[str]:
 
 @lru_cache(maxsize=None)
 def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec: int,
-           first: bool, final: bool) -> str:
+           first: bool, final: bool, pro: tuple | None = None, epi: tuple | None = None) -> str:
     """GLSL for one pass.
 
     meta = [n_out, R, S, C, count, kept extents, kept strides, reduced extents, reduced
-    strides]; count is the whole reduction's element count (Mean divides by it)."""
+    strides]; count is the whole reduction's element count (Mean divides by it).
+
+    A first pass with `pro` = (function, uses math, double, leaf types, ((leaf, mode), ...))
+    reads its elements through the fused prologue `pro(...)` of its loads instead of x:
+    meta then goes on with [offset, kept strides, reduced strides (, gather step)] per load;
+    mode 'v' is a vector load, 's' one scalar for all lanes of a vector, 'g' a gather.
+    A final pass with `epi` = (function, uses math, double, out type, leaf types,
+    ((leaf or -1, 'i' or 's'), ...)) stores `epi(...)` of the reduced value (leaf -1) and
+    of its other loads (at the output's index, or one scalar), with one offset each in
+    meta after the prologue's."""
     dtype = np.dtype(dtype_name)
     T = dt.glsl_type(dtype)
     V = _vtype(T) if vec > 1 else T
@@ -334,18 +375,37 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     pair = is_pair(op, dtype)
     KN, KS = 5, 5 + K
     QN, QS = 5 + 2 * K, 5 + 2 * K + Q
+    pro = pro if first else None
+    epi = epi if final else None
     # bindings: outputs first (values, unless a final arg pass; then the pair's ints
     # where they go on), then the inputs
     b = []
-    if not (arg and final):
-        b.append(binding(len(b) + 1, T, "ov"))
-    if pair and (arg or not final):
-        b.append(binding(len(b) + 1, "int", "oi"))
-    b.append(binding(len(b) + 1, V, "x", readonly=True))
+    if epi is not None:
+        b.append(binding(len(b) + 1, epi[3], "oe"))
+    else:
+        if not (arg and final):
+            b.append(binding(len(b) + 1, T, "ov"))
+        if pair and (arg or not final):
+            b.append(binding(len(b) + 1, "int", "oi"))
+    wide = [vec > 1 and any(l == j for l, _ in pro[4]) and all(m == "v" for l, m in pro[4] if l == j)
+            for j in range(len(pro[3]))] if pro is not None else []
+    if pro is not None:
+        for j, t in enumerate(pro[3]):
+            b.append(binding(len(b) + 1, _vtype(t) if wide[j] else t, f"y{j}", readonly=True))
+    else:
+        b.append(binding(len(b) + 1, V, "x", readonly=True))
     if pair and not first:
         b.append(binding(len(b) + 1, IV, "xi", readonly=True))
+    if epi is not None:
+        for j, t in enumerate(epi[4]):
+            b.append(binding(len(b) + 1, t, f"z{j}", readonly=True))
     ident = _identity(op, dtype)
-    L = ["".join(b), _functions(op, dtype, vec)]
+    L = ["".join(b)]
+    fused = [f for f in (pro, epi) if f is not None]
+    if any(f[1] for f in fused):
+        L.append(math_lib("double" if any(f[2] for f in fused) else "float"))
+    L += [f[0] for f in fused]
+    L.append(_functions(op, dtype, vec))
     row = kind == "row"
     if row:
         L.append(f"shared {T} sv[{lx}];\n")
@@ -368,6 +428,36 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     L += _decompose("r", "c", QN, Q)
     L += _decompose("step", "d", QN, Q)
     at_in = f"base + {_offset('c', QS, Q)}"
+    pos = 5 + 2 * K + 2 * Q      # where the prologue's and epilogue's meta start
+    load_lines: list[str] = []
+    if pro is not None:
+        # per load: its base over the kept digits once, its address over the reduced
+        # digits per element (no division in the loop)
+        args = []
+        for j, (l, m) in enumerate(pro[4]):
+            t = pro[3][l]
+            L.append(f"  int b{j} = meta[{pos}] + {_offset('k', pos + 1, K)};")
+            addr = f"b{j} + {_offset('c', pos + 1 + K, Q)}"
+            pos += 1 + K + Q
+            if vec == 1:
+                load_lines.append(f"{t} w{j} = y{l}[{addr}];")
+                args.append([f"w{j}"])
+            elif m == "v" and wide[l]:
+                load_lines.append(f"{_vtype(t)} w{j} = y{l}[{addr}];")
+                args.append([f"w{j}.{c}" for c in "xyzw"])
+            elif m == "s":
+                load_lines.append(f"{t} w{j} = y{l}[{addr}];")
+                args.append([f"w{j}"] * 4)
+            else:
+                L.append(f"  int q{j} = meta[{pos}];")
+                pos += 1
+                load_lines.append(f"int a{j} = {addr};")
+                load_lines += [f"{t} w{j}_{c} = y{l}[a{j} + {c} * q{j}];" for c in range(4)]
+                args.append([f"w{j}_{c}" for c in range(4)])
+        calls = [f"pro({', '.join(a[c] for a in args)})" for c in range(vec)]
+        value = calls[0] if vec == 1 else f"{V}({', '.join(calls)})"
+    else:
+        value = f"x[{at_in}]"
     # the int carried with a loaded element: its index (arg) or exponent 0 (product)
     if not first:
         idx = f"xi[{at_in}]"
@@ -382,8 +472,9 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     L += ["  while (r < rend) {",
           f"    {V} blk = {V}({ident});" + (f" {IV} bi = {IV}({iid});" if pair else ""),
           f"    int kend = min(rend, r + {BLOCK} * step);",
-          "    for (; r < kend; r += step) {",
-          f"      comb(blk, bi, x[{at_in}], {idx});" if pair else f"      blk = comb(blk, x[{at_in}]);"]
+          "    for (; r < kend; r += step) {"]
+    L += ["      " + x for x in load_lines]
+    L += [f"      comb(blk, bi, {value}, {idx});" if pair else f"      blk = comb(blk, {value});"]
     L += _advance(Q, QN)
     L += ["    }", "    " + ("comb(vacc, vai, blk, bi);" if pair else "vacc = comb(vacc, blk);"), "  }"]
     if vec > 1:
@@ -399,12 +490,23 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     def emit(v: str, i: str | None, at: str) -> list[str]:
         if final:
             if arg:
-                return [f"oi[{at}] = {i};"]
-            if pair:
-                return [f"ov[{at}] = prod_final({v}, {i});"]
-            if op is OpKind.Mean:
-                return [f"ov[{at}] = {v} / {T}(meta[4]);"]
-            return [f"ov[{at}] = {v};"]
+                val = i
+            elif pair:
+                val = f"prod_final({v}, {i})"
+            elif op is OpKind.Mean:
+                val = f"{v} / {T}(meta[4])"
+            else:
+                val = v
+            if epi is not None:
+                ea, k = [], pos
+                for l, how in epi[5]:
+                    if l < 0:
+                        ea.append(val)
+                    else:
+                        ea.append(f"z{l}[meta[{k}]" + (f" + {at}]" if how == "i" else "]"))
+                        k += 1
+                return [f"oe[{at}] = epi({', '.join(ea)});"]
+            return [f"oi[{at}] = {i};"] if arg else [f"ov[{at}] = {val};"]
         return [f"ov[{at}] = {v};"] + ([f"oi[{at}] = {i};"] if pair else [])
 
     at = "o" if final else "int(g)"
@@ -433,24 +535,86 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
 
 # --------------------------------------------------------------------------- lowering
 
-def lower(node, ins, out, ctx) -> None:
+def _prologue_meta(p: Pass, per, loads, leaves) -> tuple[list, tuple]:
+    """Meta ints and the (leaf, mode) key of a first pass's prologue loads (strides in
+    units of the pass's loads: `vec` elements along the innermost reduced axis)."""
+    modes = []
+    for (_, off, _), (ks, rs) in zip(loads, per):
+        if p.vec == 1 or rs[-1] == 0:
+            modes.append("s")
+        elif (rs[-1] == 1 and off % 4 == 0 and all(x % 4 == 0 for x in ks)
+              and all(x % 4 == 0 for x in rs[:-1])):
+            modes.append("v")
+        else:
+            modes.append("g")
+    # a vector binding only where every load of that leaf is a vector load
+    for j in range(len(leaves)):
+        if any(m != "v" for (l, _, _), m in zip(loads, modes) if l == j):
+            modes = ["g" if (l == j and m == "v") else m for (l, _, _), m in zip(loads, modes)]
+    meta = []
+    for (_, off, _), (ks, rs), m in zip(loads, per, modes):
+        if m == "v":
+            meta += [off // 4, *[x // 4 for x in ks], *[x // 4 for x in rs[:-1]], 1]
+        elif m == "g":
+            meta += [off, *ks, *rs[:-1], 4 * rs[-1], rs[-1]]
+        else:
+            meta += [off, *ks, *rs]
+    return meta, tuple((l, m) for (l, _, _), m in zip(loads, modes))
+
+
+def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
     """Dispatch the passes of a reduction of ins[0] over node.attrs['axes'].
+
+    prologue = (region, leaf views): the input is not in memory but computed by the
+    fused elementwise region from its leaves as the first pass reads it. epilogue =
+    (region, leaf views, None for the reduction itself): the final pass stores the
+    region's value at each output instead of the reduction (out is then its view).
 
     >>> import vkml.numpy as vnp
     >>> float(vnp.sum(vnp.ones((4, 5)), axis=(0, 1)))  # doctest: +SKIP
     20.0
     """
+    from .elementwise import region_function, uses_double
     op = node.op
-    x = ins[0]
-    _, red = split_dims(x.shape, node.attrs["axes"])
+    xn = node.inputs[0]
+    axes = node.attrs["axes"]
+    if prologue is not None:
+        preg, pviews = prologue
+        kept, red, per = fused_dims(xn.shape, axes, preg.loads)
+    else:
+        kept, red = split_dims(xn.shape, axes)
     count = _prod(red)
     if count == 0:
         # an empty reduction (Max/Min/Arg refuse them in the shape rule)
+        assert epilogue is None, "fusion keeps epilogues off empty reductions"
         fill_view(ctx, out, {OpKind.Sum: 0, OpKind.Prod: 1, OpKind.Mean: float("nan")}[op])
         return
-    pair = is_pair(op, x.dtype)
-    passes, regions = _layout(node)
-    src_v, src_i = x, None
+    pair = is_pair(op, xn.dtype)
+    passes, regions = _layout(node, None if prologue is None else preg)
+    pro_key = epi_key = None
+    if prologue is not None:
+        fn, math = region_function(preg, "pro")
+        pro_types = tuple(dt.glsl_type(l.dtype) for l in preg.leaves)
+        pro_fn = (fn, math, uses_double(preg), pro_types)
+    epi_views, epi_meta = [], []
+    if epilogue is not None:
+        ereg, eviews = epilogue
+        fn, math = region_function(ereg, "epi")
+        zi, ztypes = {}, []
+        for j, (l, v) in enumerate(zip(ereg.leaves, eviews)):
+            if v is not None:
+                zi[j] = len(ztypes)
+                ztypes.append(dt.glsl_type(l.dtype))
+                epi_views.append(v)
+        eloads = []
+        for li, off, st in ereg.loads:
+            if eviews[li] is None:
+                eloads.append((-1, "i"))
+            else:
+                eloads.append((zi[li], "s" if all(x == 0 for x in st) else "i"))
+                epi_meta.append(off)
+        epi_key = (fn, math, uses_double(ereg), dt.glsl_type(ereg.dtype), tuple(ztypes), tuple(eloads))
+    src_v, src_i = (None if prologue is not None else ins[0]), None
     for i, p in enumerate(passes):
         views = []
         if p.final:
@@ -458,20 +622,31 @@ def lower(node, ins, out, ctx) -> None:
         else:
             (vo, vs), (io, is_) = regions[i]
             m = p.n_out * p.S
-            views.append(ctx.scratch.sub(vo, vs, (m,), x.dtype))
+            views.append(ctx.scratch.sub(vo, vs, (m,), xn.dtype))
             if pair:
                 views.append(ctx.scratch.sub(io, is_, (m,), dt.int32))
         writes = tuple(range(len(views)))
         nxt = list(views)
-        views.append(src_v)
-        if pair and not p.first:
-            views.append(src_i)
-        body = source(op, x.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
-                      p.first, p.final)
-        k = ctx.kernel(f"{op.value}_{p.kind}", body, len(views), local_size=p.lx)
         meta = [p.n_out, p.R, p.S, p.C, count]
         meta += [n for n, _ in p.kept] + [s for _, s in p.kept]
         meta += [n for n, _ in p.red] + [s for _, s in p.red]
+        if p.first and prologue is not None:
+            pm, modes = _prologue_meta(p, per, preg.loads, preg.leaves)
+            meta += pm
+            pro_key = pro_fn + (modes,)
+            views += list(pviews)
+        else:
+            views.append(src_v)
+        if pair and not p.first:
+            views.append(src_i)
+        if p.final and epilogue is not None:
+            meta += epi_meta
+            views += epi_views
+        body = source(op, xn.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
+                      p.first, p.final, pro_key if p.first else None, epi_key if p.final else None)
+        name = f"{op.value}_{p.kind}" + ("_pro" if p.first and prologue is not None else "") + (
+            "_epi" if p.final and epilogue is not None else "")
+        k = ctx.kernel(name, body, len(views), local_size=p.lx)
         if p.kind == "row":
             ctx.dispatch(k, meta, views, writes=writes, groups=p.n_out * p.S)
         else:

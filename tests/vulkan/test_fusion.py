@@ -1,0 +1,435 @@
+"""Kernel fusion (vkml/vulkan/fusion.py): fused and unfused execution agree.
+
+Every registry elementwise operator, in every dtype its kernel takes, runs inside a
+region with movement and broadcasting around it; reductions run with fused prologues and
+epilogues under both access layouts; materialisation rules, the memory plan over the
+fused schedule and the vector/scalar paths of the generated kernels are checked too.
+Fused results are compared with the unfused ones (`fusion.disabled()`), which the
+per-operator tests hold against NumPy.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vkml
+import vkml.numpy as vnp
+from vkml.array import bind
+from vkml.trace import dtypes as dt
+from vkml.trace.graph import Graph, Node
+from vkml.trace.ops import SPECS, OpKind
+from vkml.vulkan import fusion
+from vkml.vulkan.executor import plan
+from vkml.vulkan.lower import elementwise as ew
+from vkml.vulkan.lower import reduce as reduce_mod
+
+RNG = np.random.default_rng(5)
+EW_OPS = [k for k, s in SPECS.items() if s.kernel == "elementwise"]
+REDUCE_OPS = [k for k, s in SPECS.items() if s.kernel == "reduce"]
+
+
+@pytest.fixture(autouse=True)
+def fused(monkeypatch):
+    """These tests compare against fusion off, so fusion is on whatever VKML_FUSION says."""
+    monkeypatch.setattr(fusion, "ENABLED", True)
+
+
+def _data(shape, dtype, positive=False):
+    d = np.dtype(dtype)
+    if d == np.bool_:
+        return RNG.random(shape) < 0.5
+    if d.kind == "i":
+        return RNG.integers(-4, 5, size=shape).astype(d)
+    lo = 0.25 if positive else -2.0
+    return RNG.uniform(lo, 2.0, size=shape).astype(d)
+
+
+def _tol(dtype):
+    # fused code may contract a*b+c into one rounding where separate kernels round twice
+    return dict(rtol=1e-12, atol=1e-13) if np.dtype(dtype) == np.float64 else dict(rtol=3e-6, atol=1e-6)
+
+
+def _both(f, *args):
+    """(fused, unfused) outputs and Lowerings of vkml.jit(f) on numpy args."""
+    a = [vnp.asarray(x) for x in args]
+    jf = vkml.jit(f)
+    lo_f, got = jf.lower(*a), jf(*a)
+    with fusion.disabled():
+        ju = vkml.jit(f)
+        lo_u, want = ju.lower(*a), ju(*a)
+    return got, want, lo_f, lo_u
+
+
+def _agree(got, want, dtype=None):
+    got, want = vkml.tree_util.tree_leaves(got), vkml.tree_util.tree_leaves(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+        if g.dtype.kind in "bi":
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, equal_nan=True, **_tol(dtype or g.dtype))
+
+
+def _attrs(kind, dtype):
+    if kind is OpKind.Cast:
+        return {"dtype": np.dtype(np.float32) if np.dtype(dtype) != np.float32 else np.dtype(np.int32)}
+    if kind is OpKind.Gelu:
+        return {"approximate": False}
+    return {}
+
+
+# --------------------------------------------------------------------------- every op
+
+def _cases():
+    for k in EW_OPS:
+        for d in SPECS[k].dtypes:
+            yield pytest.param(k, np.dtype(d), id=f"{k.value}-{np.dtype(d)}")
+
+
+@pytest.mark.parametrize("kind,dtype", list(_cases()))
+def test_every_elementwise_op_fused_matches_unfused(kind, dtype):
+    """op inside a region: its operands permuted, sliced and broadcast on the way in, its
+    result flipped, reshaped and combined on the way out, a second use at another index."""
+    positive = kind in (OpKind.Log, OpKind.Sqrt, OpKind.Rsqrt, OpKind.Pow, OpKind.Log1p)
+    arity = SPECS[kind].arity
+    attrs = _attrs(kind, dtype)
+    x = _data((6, 5), dtype, positive)          # read as x.T[:, ::2]: (5, 3)
+    y = _data((3,), dtype, positive)            # broadcast along the rows
+    c = _data((5, 1), np.bool_)
+
+    def apply(*ops):
+        return bind(kind, list(ops), **attrs)
+
+    def f(x, y, c):
+        xt = vnp.transpose(x)[:, ::2]
+        if arity == 1:
+            r = apply(xt)
+            r2 = apply(xt[::-1])                 # the same input at a second index
+        elif kind is OpKind.Where:
+            r = apply(vnp.broadcast_to(c, (5, 3)), xt, vnp.broadcast_to(y, (5, 3)))
+            r2 = apply(vnp.broadcast_to(c, (5, 3)), xt[::-1], vnp.broadcast_to(y, (5, 3)))
+        else:
+            r = apply(xt, vnp.broadcast_to(y, (5, 3)))
+            r2 = apply(vnp.broadcast_to(y, (5, 3)), xt[::-1])
+        flipped = vnp.reshape(r[::-1, ::-1], (15,))
+        both = vnp.logical_or(r, r2) if r.dtype == dt.bool_ else r + r2
+        return flipped, both
+
+    got, want, lo_f, lo_u = _both(f, x, y, c)
+    _agree(got, want)
+    # r feeds two outputs' regions: written once (three kernels), or recomputed in both
+    # where it is one instruction (two)
+    assert lo_f.kernel_count <= 3 < lo_u.kernel_count, (lo_f, lo_u)
+
+
+@pytest.mark.parametrize("kind,dtype", [p for p in _cases() if SPECS[p.values[0]].arity == 2])
+def test_binary_ops_with_a_folded_constant(kind, dtype):
+    x = _data((7, 9), dtype, positive=kind is OpKind.Pow)
+    one = {"f": 1.5, "i": 2, "b": True}[dtype.kind]
+
+    def f(x):
+        return bind(kind, [x, vnp.full(x.shape, one, dtype)]), bind(kind, [vnp.full((9,), one, dtype), x.T.T])
+    got, want, _, _ = _both(f, x)
+    _agree(got, want)
+    g = vkml.make_graph(lambda x: f(x)[0], vnp.asarray(x))
+    (grp,) = fusion.schedule(g)
+    assert grp.region.leaves == [g.inputs[0]]          # the constant is a literal, not a load
+
+
+# --------------------------------------------------------------------------- reductions
+
+def _reduce_cases():
+    for k in REDUCE_OPS:
+        for d in SPECS[k].dtypes:
+            yield pytest.param(k, np.dtype(d), id=f"{k.value}-{np.dtype(d)}")
+
+
+@pytest.fixture(params=["cpu", "gpu"])
+def layout(request):
+    old = reduce_mod.STRATEGY
+    reduce_mod.STRATEGY = request.param
+    yield request.param
+    reduce_mod.STRATEGY = old
+
+
+def _reduce(kind, x, axes, keepdims=False):
+    return bind(kind, [x], axes=tuple(axes), keepdims=keepdims)
+
+
+@pytest.mark.parametrize("kind,dtype", list(_reduce_cases()))
+def test_reduction_prologue_and_epilogue(kind, dtype, layout):
+    """Elementwise producers (through a transpose, a broadcast and a strided slice) are
+    read by the reduction's kernel; a same-shape elementwise epilogue with a second input
+    and a constant is applied before its store. One kernel instead of several."""
+    x = _data((12, 8), dtype)
+    w = _data((12, 1), dtype)
+    e = _data((8,), dtype)
+
+    def pro(x, w):
+        if dtype == np.bool_:
+            return vnp.logical_or(vnp.transpose(x), vnp.transpose(w))
+        return vnp.transpose(x) * vnp.transpose(w) + vnp.transpose(x)[:, ::-1]
+
+    def epi(r, e):
+        if r.dtype == dt.bool_:
+            return vnp.logical_and(r, e)
+        if kind in (OpKind.ArgMax, OpKind.ArgMin):
+            return r * 2 + 1
+        return r * e.astype(r.dtype) - r
+
+    # the epilogue's other input: same shape as the result, or one scalar
+    for axes, other in [((1,), lambda e: e), ((0,), lambda e: e[0]), ((0, 1), lambda e: e[3])]:
+        def f(x, w, e, axes=axes, other=other):
+            return epi(_reduce(kind, pro(x, w), axes), other(e))
+        got, want, lo_f, lo_u = _both(f, x, w, e)
+        _agree(got, want, dtype)
+        assert lo_f.kernel_count < lo_u.kernel_count
+
+
+def test_reduction_fusion_schedule():
+    x = vnp.asarray(_data((16, 32), np.float32))
+    g = vkml.make_graph(lambda x: vnp.sqrt((vnp.exp(x) * 2.0).sum(axis=1)) + 1.0, x)
+    (grp,) = fusion.schedule(g)
+    assert grp.node.op is OpKind.Sum
+    assert grp.prologue.n_ops == 2 and grp.epilogue.n_ops == 2
+    assert grp.out is g.outputs[0]
+    # a reduction that is a graph output keeps its own store; consumers read it
+    g = vkml.make_graph(lambda x: (lambda s: (s, s * 2.0))(x.sum(axis=1)), x)
+    kinds = [(grp.node.op.value if grp.node is not None else "region") for grp in fusion.schedule(g)]
+    assert kinds == ["Sum", "region"]
+    # an epilogue reading the reduction through a reshape (the same order)
+    y = vnp.asarray(_data((16, 1), np.float32))
+    g = vkml.make_graph(lambda x, y: vnp.reshape(x.max(axis=1), (16, 1)) * y, x, y)
+    (grp,) = fusion.schedule(g)
+    assert grp.node.op is OpKind.Max and grp.epilogue is not None
+    got, want, _, _ = _both(lambda x, y: vnp.reshape(x.max(axis=1), (16, 1)) * y - y, np.asarray(x),
+                            np.asarray(y))
+    _agree(got, want)
+
+
+def test_softmax_style_chain_and_layernorm(layout):
+    x = _data((9, 40), np.float32)
+
+    def softmax(x):
+        m = x.max(axis=1, keepdims=True)
+        e = vnp.exp(x - m)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def layernorm(x):
+        mu = x.mean(axis=1, keepdims=True)
+        var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+        return (x - mu) / vnp.sqrt(var + 1e-5)
+
+    def logsumexp(x):
+        m = x.max(axis=1, keepdims=True)
+        return vnp.log(vnp.exp(x - m).sum(axis=1, keepdims=True)) + m
+
+    # layernorm: x - mu (one instruction) is recomputed in both regions that use it
+    for f, kernels in [(softmax, 4), (layernorm, 3), (logsumexp, 2)]:
+        got, want, lo_f, lo_u = _both(f, x)
+        _agree(got, want)
+        assert lo_f.kernel_count <= kernels < lo_u.kernel_count, (f.__name__, lo_f, lo_u)
+
+
+def test_empty_and_size_one_reductions_with_fused_neighbours():
+    x = np.zeros((0, 5), np.float32)
+    got, want, _, _ = _both(lambda x: vnp.exp(x * 2.0).sum(axis=0) + 1.0, x)
+    _agree(got, want)
+    np.testing.assert_array_equal(np.asarray(got), np.ones(5, np.float32))
+    x1 = _data((1, 1, 7), np.float64)
+    got, want, _, _ = _both(lambda x: (vnp.sin(x) * x).sum(axis=(0, 1)) * 3.0, x1)
+    _agree(got, want)
+
+
+# --------------------------------------------------------------------------- regions
+
+def test_chain_becomes_one_kernel_with_no_arena():
+    f = lambda x: vnp.tanh(2 * x + 1) * vnp.exp(-x) + vnp.sqrt(x + 1) - x * x
+    x = np.random.default_rng(0).random(4096, dtype=np.float32)
+    got, want, lo_f, lo_u = _both(f, x)
+    _agree(got, want)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(np.asarray(got), np.tanh(2 * xd + 1) * np.exp(-xd) + np.sqrt(xd + 1) - xd * xd,
+                               rtol=1e-6, atol=1e-6)
+    print(f"\nchain: {lo_f.op_count} ops, {lo_u.kernel_count} kernels unfused -> {lo_f.kernel_count} fused; "
+          f"peak {lo_u.peak_bytes} -> {lo_f.peak_bytes} bytes")
+    assert lo_f.op_count == 13 and lo_f.kernel_count == 1 and lo_u.kernel_count == 13
+    assert lo_f.arena_bytes == 0 and lo_f.peak_bytes < lo_u.peak_bytes
+
+
+def test_grad_graph_kernel_count_drops():
+    def loss(w, x):
+        h = vnp.tanh(x @ w)
+        return (vnp.exp(-h) * h + vnp.sin(h)).sum()
+    w, x = _data((8, 4), np.float32), _data((16, 8), np.float32)
+    got, want, lo_f, lo_u = _both(vkml.value_and_grad(loss), w, x)
+    _agree(got, want)
+    print(f"\nvalue_and_grad: {lo_f.op_count} ops, {lo_u.kernel_count} kernels unfused -> "
+          f"{lo_f.kernel_count} fused")
+    assert lo_f.kernel_count <= lo_u.kernel_count // 2
+
+
+def test_multi_consumer_values_are_materialised_once():
+    """a = exp(x) feeds two different outputs' regions: it is written once and read by
+    both; b = a * 2 is used twice in one region: computed once there."""
+    x = vnp.asarray(_data((64,), np.float32))
+
+    def f(x):
+        a = vnp.exp(x)
+        b = a * 2.0
+        return a.sum(), b * b + b, vnp.sin(a)
+    g = vkml.make_graph(f, x)
+    groups = fusion.schedule(g)
+    exp_node = next(n for n in g.nodes if n.op is OpKind.Exp)
+    writers = [grp for grp in groups if grp.out is exp_node]
+    assert len(writers) == 1 and writers[0].region.n_ops == 1
+    readers = [grp for grp in groups if exp_node in grp.reads]
+    assert len(readers) == 3
+    mul = next(grp for grp in groups if grp.out is g.outputs[1])
+    assert sum(1 for ins in mul.region.code if ins[0] == "op" and ins[1] is OpKind.Mul) == 2
+    got, want, _, _ = _both(f, np.asarray(x))
+    _agree(got, want)
+
+
+def test_broadcast_results_are_materialised_not_recomputed():
+    x, y = _data((32, 1), np.float32), _data((1, 64), np.float32)
+    g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(y))
+    groups = fusion.schedule(g)
+    assert [grp.region.n_ops for grp in groups] == [1, 1]      # exp once per element of x
+    got, want, _, _ = _both(lambda x, y: vnp.exp(x) * y + vnp.sqrt(vnp.abs(y)), x, y)
+    _agree(got, want)
+
+
+def test_movement_inside_regions():
+    x = _data((4, 6, 5), np.float32)
+    y = _data((5,), np.float32)
+    fs = [
+        lambda x, y: vnp.reshape(vnp.exp(x), (24, 5)).T + y[:, None],              # view reshape
+        lambda x, y: vnp.reshape(vnp.transpose(vnp.sin(x), (2, 0, 1)), (5, 24)) * 2.0,  # copy needed
+        lambda x, y: vnp.flip(vnp.tanh(x)[::2, 1::2, ::-1], axis=(0, 1)) - y[::-1],
+        lambda x, y: vnp.broadcast_to(vnp.reshape(y * 2.0, (1, 5)), (3, 5)) + 1.0,
+        lambda x, y: vnp.moveaxis(x, 0, 2)[:, :, None, :] * vnp.reshape(y, (1, 5, 1, 1)),
+        lambda x, y: vnp.reshape(x[:, :, :0] + 1.0, (0, 4)),
+    ]
+    for f in fs:
+        got, want, lo_f, lo_u = _both(f, x, y)
+        _agree(got, want)
+        assert lo_f.kernel_count <= lo_u.kernel_count
+
+
+def test_reshape_without_a_strided_layout_materialises_its_input():
+    x = vnp.asarray(_data((4, 6), np.float32))
+    g = vkml.make_graph(lambda x: vnp.reshape(vnp.exp(x).T, (24,)) + 1.0, x)
+    groups = fusion.schedule(g)
+    assert len(groups) == 2 and groups[0].out.op is OpKind.Permute
+    got, want, _, _ = _both(lambda x: vnp.reshape(vnp.exp(x).T, (3, 8)) + 1.0, np.asarray(x))
+    _agree(got, want)
+
+
+def test_region_input_limit_splits_regions():
+    n = fusion.max_leaves() + 5
+    xs = [_data((16,), np.float32) for _ in range(n)]
+
+    def f(*xs):
+        acc = xs[0]
+        for v in xs[1:]:
+            acc = acc * 0.5 + v
+        return acc
+    g = vkml.make_graph(f, *[vnp.asarray(v) for v in xs])
+    groups = fusion.schedule(g)
+    assert len(groups) > 1 and all(len(grp.region.leaves) <= fusion.max_leaves() for grp in groups)
+    got, want, _, _ = _both(f, *xs)
+    _agree(got, want)
+
+
+def test_code_budget_splits_heavy_regions():
+    def f(x):
+        for _ in range(40):
+            x = vnp.sin(x) * 0.9 + 0.1
+        return x
+    x = _data((256,), np.float32)
+    g = vkml.make_graph(f, vnp.asarray(x))
+    groups = fusion.schedule(g)
+    assert 1 < len(groups) < 40
+    assert all(grp.region.weight <= fusion.REGION_BUDGET for grp in groups)
+    got, want, _, _ = _both(f, x)
+    _agree(got, want)
+
+
+def test_plan_sees_the_fused_schedule():
+    """Fused-away values take no arena space; materialised ones still do, by liveness."""
+    x = Node(OpKind.Input, (), {"shape": (256,), "dtype": np.dtype(np.float32), "index": 0})
+    a = Node(OpKind.Exp, (x,), {})
+    b = Node(OpKind.Neg, (a,), {})
+    s = Node(OpKind.Sum, (b,), {"axes": (0,), "keepdims": False})      # b: a prologue
+    c = Node(OpKind.Mul, (a, a), {})                                   # a: two regions read it
+    r = Node(OpKind.Reshape, (s,), {"shape": (1,)})
+    d = Node(OpKind.Add, (c, r), {})
+    g = Graph([x], [d])
+    p = plan(g)
+    assert set(p.offsets) == {a.id, s.id}
+    assert p.arena_bytes == 1024 + 256
+    with fusion.disabled():
+        pu = plan(g)
+    assert set(pu.offsets) == {a.id, b.id, s.id, c.id, r.id}
+    assert p.peak_bytes < pu.peak_bytes
+    xv = np.linspace(-1, 1, 256).astype(np.float32)
+    got, want, _, _ = _both(lambda v: vnp.exp(v) * vnp.exp(v) + (-vnp.exp(v)).sum(), xv)
+    _agree(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.bool_])
+def test_vector_and_scalar_paths_agree(dtype, monkeypatch):
+    """Wide loads (aligned, contiguous), broadcast scalars and gathers (odd strides and
+    offsets) against the one-element-per-thread kernel."""
+    monkeypatch.setattr(ew, "VECTOR_MIN", 0)         # the vector path even for small arrays
+    x = _data((8, 64), dtype)
+    y = _data((64,), dtype)
+    z = _data((8, 1), dtype)
+
+    def f(x, y, z):
+        if x.dtype == dt.bool_:
+            return (vnp.logical_and(x, y), vnp.logical_or(x[:, 1:61], z), vnp.logical_or(x, x[::-1, ::-1]))
+        return (x * y + z, x[:, 1:61] - z, x * x.T.T[::-1, ::-1], x[:, ::2] + y[::2])
+    a = [vnp.asarray(v) for v in (x, y, z)]
+    want = vkml.jit(f)(*a)
+    old = ew.VECTORIZE
+    ew.VECTORIZE = False
+    try:
+        scalar = vkml.jit(f)(*a)
+    finally:
+        ew.VECTORIZE = old
+    _agree(want, scalar)
+    with fusion.disabled():
+        _agree(want, vkml.jit(f)(*a))
+
+
+def test_eager_ops_and_switch():
+    x = vnp.asarray(_data((5, 7), np.float32))
+    np.testing.assert_allclose(np.asarray(vnp.exp(x.T)), np.exp(np.asarray(x).T), rtol=1e-6)
+    assert fusion.ENABLED
+    with fusion.disabled():
+        assert not fusion.ENABLED
+    assert fusion.ENABLED
+
+
+@pytest.mark.parametrize("shape,dtype", [
+    ((8 * (2 * 16384) + 24,), np.float32),      # two rounds a thread, a partial last group
+    ((8 * (4 * 16384 + 5),), np.int32),         # four rounds
+    ((300001,), np.float32),                    # no vector path (odd length), four rounds
+    ((513, 1000), np.float64),                  # index decoding in every round
+])
+def test_large_kernels_with_several_rounds_per_thread(shape, dtype):
+    x = _data(shape, dtype)
+    y = _data(shape[-1:], dtype)
+
+    def f(x, y):
+        return x * y - x if x.dtype.kind == "i" else vnp.abs(x) * y + vnp.sqrt(vnp.abs(x + 1.0))
+    got, want, lo_f, _ = _both(f, x, y)
+    _agree(got, want)
+    assert lo_f.kernel_count == 1
+    xd, yd = x.astype(np.float64), y.astype(np.float64)
+    ref = xd * yd - xd if x.dtype.kind == "i" else np.abs(xd) * yd + np.sqrt(np.abs(xd + 1))
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-6, atol=1e-5)
