@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+
+from vkml.vulkan import fusion
 import pytest
 
 import vkml
@@ -138,16 +140,18 @@ def test_diamond_dependency():
 
 
 def test_many_independent_ops():
-    x = _input((4, 5), np.int32, 0)
-    branches = [Node(OpKind.Add, (x, Node(OpKind.Full, (), {"shape": (), "dtype": np.dtype(np.int32),
-                                                           "value": i})), {}) for i in range(24)]
-    joined = Node(OpKind.Concat, tuple(branches), {"axis": 1})
-    xv = np.arange(20, dtype=np.int32).reshape(4, 5)
-    outs = _run(Graph([x], [joined] + branches[::5]), [xv])
-    np.testing.assert_array_equal(outs[0], np.concatenate([xv + i for i in range(24)], axis=1))
-    for got, i in zip(outs[1:], range(0, 24, 5)):
-        np.testing.assert_array_equal(got, xv + i)
-    assert runtime.get().executor.last_dispatch_count >= 24 * 2 + 24
+    """One kernel per node here (fusion would merge the ops under test)."""
+    with fusion.disabled():
+        x = _input((4, 5), np.int32, 0)
+        branches = [Node(OpKind.Add, (x, Node(OpKind.Full, (), {"shape": (), "dtype": np.dtype(np.int32),
+                                                               "value": i})), {}) for i in range(24)]
+        joined = Node(OpKind.Concat, tuple(branches), {"axis": 1})
+        xv = np.arange(20, dtype=np.int32).reshape(4, 5)
+        outs = _run(Graph([x], [joined] + branches[::5]), [xv])
+        np.testing.assert_array_equal(outs[0], np.concatenate([xv + i for i in range(24)], axis=1))
+        for got, i in zip(outs[1:], range(0, 24, 5)):
+            np.testing.assert_array_equal(got, xv + i)
+        assert runtime.get().executor.last_dispatch_count >= 24 * 2 + 24
 
 
 def test_write_after_read_of_reused_arena_range():
@@ -163,27 +167,29 @@ def test_write_after_read_of_reused_arena_range():
 
 
 def test_liveness_plan_reuses_memory_along_a_chain():
-    x = _input((1024,), np.float32, 0)
-    n, nodes = x, []
-    for i in range(20):
-        n = Node(OpKind.Mul if i % 2 else OpKind.Add, (n, x), {})
-        nodes.append(n)
-    g = Graph([x], [n])
-    p = plan(g)
-    each = 1024 * 4
-    intermediates = len(nodes) - 1                     # the last node is the output
-    assert len(p.offsets) == intermediates
-    # a step only needs its input and its output alive at once
-    assert p.arena_bytes <= 2 * each < intermediates * each
-    assert p.output_bytes == each and p.input_bytes == each
-    assert p.peak_bytes == p.arena_bytes + 2 * each
-    xv = np.linspace(0.5, 1.0, 1024).astype(np.float32)
-    want = xv.copy()
-    for i in range(20):
-        want = want * xv if i % 2 else want + xv
-    (got,) = _run(g, [xv])
-    np.testing.assert_allclose(got, want, rtol=1e-5)
-    assert runtime.get().executor.last_plan.arena_bytes == p.arena_bytes
+    """One kernel per node here (fusion would merge the ops under test)."""
+    with fusion.disabled():
+        x = _input((1024,), np.float32, 0)
+        n, nodes = x, []
+        for i in range(20):
+            n = Node(OpKind.Mul if i % 2 else OpKind.Add, (n, x), {})
+            nodes.append(n)
+        g = Graph([x], [n])
+        p = plan(g)
+        each = 1024 * 4
+        intermediates = len(nodes) - 1                     # the last node is the output
+        assert len(p.offsets) == intermediates
+        # a step only needs its input and its output alive at once
+        assert p.arena_bytes <= 2 * each < intermediates * each
+        assert p.output_bytes == each and p.input_bytes == each
+        assert p.peak_bytes == p.arena_bytes + 2 * each
+        xv = np.linspace(0.5, 1.0, 1024).astype(np.float32)
+        want = xv.copy()
+        for i in range(20):
+            want = want * xv if i % 2 else want + xv
+        (got,) = _run(g, [xv])
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        assert runtime.get().executor.last_plan.arena_bytes == p.arena_bytes
 
 
 def test_values_alive_together_never_share_memory():

@@ -113,7 +113,10 @@ class Graph:
         for i in inputs:
             if i.op is not OpKind.Input:
                 raise TypeError(f"Graph inputs must be Input nodes, got {i}")
-        order = toposort(outputs)
+        # Later outputs first: value_and_grad's outputs are [value, dW_1, ..., dW_L] and the
+        # cotangent reaches layer L first, so visiting dW_L first lets each layer's backward
+        # finish (freeing its saved forward values) before the next one starts.
+        order = toposort(list(outputs)[::-1])
         known = {i.id for i in inputs}
         for n in order:
             if n.op is OpKind.Input and n.id not in known:

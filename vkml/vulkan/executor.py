@@ -204,7 +204,12 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer]) -> Lowered:
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
     p = plan(graph)
-    arena = rt.allocator.alloc(p.arena_bytes, "intermediates") if p.arena_bytes else None
+    # the arena is bound piecewise (one view per tensor), so only each tensor must fit
+    # a storage-buffer binding, not the arena as a whole
+    for n in graph.nodes:
+        if n.id in p.offsets:
+            rt.allocator._check(_nbytes(n), SPECS[n.op].name)
+    arena = rt.allocator.alloc(p.arena_bytes, "intermediates", bound=False) if p.arena_bytes else None
     views: dict[int, View] = {}
     held: dict[int, Buffer] = {}
     for node, buf in zip(graph.inputs, inputs):

@@ -138,9 +138,15 @@ class Allocator:
                 f"{self.dev.max_storage_buffer_range / 2**20:.0f} MiB ({self.dev.name}); one tensor "
                 f"must fit in one storage buffer binding. Split it into smaller arrays.")
 
-    def alloc(self, nbytes: int, what: str = "allocation", host: bool = False) -> Buffer:
-        """A range of at least nbytes (a zero-byte request still gets an aligned slot)."""
-        self._check(nbytes, what)
+    def alloc(self, nbytes: int, what: str = "allocation", host: bool = False,
+              bound: bool = True) -> Buffer:
+        """A range of at least nbytes (a zero-byte request still gets an aligned slot).
+
+        bound: the range is bound whole to one descriptor, so it must fit the device's
+        maxStorageBufferRange; an arena of many tensors (bound piecewise) passes False.
+        """
+        if bound:
+            self._check(nbytes, what)
         cap = _round(max(nbytes, 4))
         pool = self.host_blocks if host else self.blocks
         with self.lock:
