@@ -59,3 +59,26 @@ def upcast(a: np.ndarray) -> np.ndarray:
 def tol(dtype, rtol32=1e-5, atol32=1e-6, rtol64=1e-12, atol64=1e-13):
     """Tolerances that would catch a real bug for each float dtype."""
     return (rtol64, atol64) if np.dtype(dtype) == np.float64 else (rtol32, atol32)
+
+
+_FTZ = None
+
+
+def flushes_subnormals() -> bool:
+    """Whether this device flushes float32 subnormals to zero (NVIDIA does by default;
+    Vulkan leaves it to the implementation). Probed once with a kernel."""
+    global _FTZ
+    if _FTZ is None:
+        import vkml.numpy as vnp
+        x = vnp.asarray(np.array([1e-40], np.float32))
+        _FTZ = bool(np.asarray(x * 1.0)[0] == 0.0)
+    return _FTZ
+
+
+def flush32(a: np.ndarray) -> np.ndarray:
+    """a with float32 subnormals set to zero (float32 arrays only)."""
+    a = np.asarray(a)
+    if a.dtype != np.float32:
+        return a
+    zero = np.copysign(np.float32(0), a).astype(np.float32)
+    return np.where(np.abs(a) < np.finfo(np.float32).tiny, zero, a).astype(np.float32)

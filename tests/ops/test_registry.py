@@ -44,7 +44,24 @@ def test_case(case):
     got = np.asarray(case.fn(*args))
     want = np.asarray(case.ref(*[C.upcast(a) for a in case.args]))
     assert got.shape == want.shape, (got.shape, want.shape)
+    ok = _matches(case, got, want)
+    if not ok.all() and C.flushes_subnormals():
+        # a device that flushes float32 subnormals in arithmetic (NVIDIA) but moves them
+        # unchanged in copies: an element may match either the exact or the flushed oracle
+        flat = [C.flush32(a) for a in case.args]
+        want2 = np.asarray(case.ref(*[C.upcast(a) for a in flat]))
+        if want2.dtype.kind == "f":
+            want2 = np.where(np.abs(want2) < np.finfo(np.float32).tiny, np.copysign(0.0, want2), want2)
+        ok |= _matches(case, got, want2) | _matches(case, got, C.flush32(want.astype(got.dtype)) if got.dtype == np.float32 else want)
+    assert ok.all(), [(i, got.ravel()[i], want.ravel()[i]) for i in np.flatnonzero(~ok.ravel())[:10]]
+
+
+def _matches(case, got, want) -> np.ndarray:
+    """Elementwise agreement as assert_allclose/assert_array_equal would judge it."""
     if case.exact or got.dtype.kind in "bi":
-        np.testing.assert_array_equal(got, want.astype(got.dtype))
-    else:
-        np.testing.assert_allclose(got.astype(np.float64), want, rtol=case.rtol, atol=case.atol)
+        w = want.astype(got.dtype)
+        return (got == w) | (np.isnan(got) & np.isnan(w)) if got.dtype.kind == "f" else (got == w)
+    g, w = got.astype(np.float64), np.asarray(want, np.float64)
+    with np.errstate(all="ignore"):
+        close = np.abs(g - w) <= case.atol + case.rtol * np.abs(w)
+    return np.where(np.isnan(w), np.isnan(g), np.where(np.isinf(w), g == w, close))

@@ -18,6 +18,8 @@ import math
 import warnings
 
 import numpy as np
+
+from tests.ops.cases import flush32, flushes_subnormals
 import pytest
 
 import vkml.numpy as vnp
@@ -198,7 +200,12 @@ def test_special_values(op, dtype):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = np.asarray(_UNARY_ORACLES[op](x.astype(np.float64))).astype(dtype)
-    ok = _same(got, want)
+        ok = _same(got, want)
+        if dtype == F32 and flushes_subnormals():
+            # NVIDIA flushes float32 subnormals in arithmetic: they count as signed zeros
+            xf = flush32(x)
+            wf = flush32(np.asarray(_UNARY_ORACLES[op](xf.astype(np.float64))).astype(dtype))
+            ok |= _same(got, wf) | _same(got, flush32(want))
     assert ok.all(), [(x[i], got[i], want[i]) for i in np.nonzero(~ok)[0]]
 
 

@@ -134,7 +134,7 @@ def test_diamond_dependency():
     av, bv = xv + xv, xv * xv
     cv = av - bv
     got_d, got_a, got_x = _run(Graph([x], [d, a, x]), [xv])
-    np.testing.assert_array_equal(got_d, cv * av)
+    np.testing.assert_allclose(got_d, cv * av, rtol=1e-6)   # a GPU may contract into an fma
     np.testing.assert_array_equal(got_a, av)      # an output that is also an intermediate
     np.testing.assert_array_equal(got_x, xv)      # an output that is an input
 
@@ -218,7 +218,7 @@ def test_values_alive_together_never_share_memory():
     for i in range(1, 12):
         want.append(want[-1] + want[i // 2] if i % 3 else want[-1] * want[i // 2])
     (got,) = _run(g, [xv])
-    np.testing.assert_allclose(got, want[-1], rtol=1e-5)
+    np.testing.assert_allclose(got, want[-1], rtol=1e-5, atol=1e-6)   # fma contraction on GPUs
 
 
 def test_graph_with_size0_values():
@@ -273,11 +273,13 @@ def test_pipeline_cache_returns_the_same_kernel():
 # --------------------------------------------------------------------------- devices
 
 
-def test_devices_lists_lavapipe():
+def test_devices_lists_the_device_in_use():
+    """vkml.devices() lists every physical device; without a GPU that is lavapipe (CPU)."""
     devs = vkml.devices()
     assert devs and all(isinstance(d.index, int) for d in devs)
     assert [d.index for d in devs] == list(range(len(devs)))
-    cpu = [d for d in devs if "llvmpipe" in d.name.lower()]
-    assert cpu and cpu[0].kind == "CPU", devs
-    assert str(cpu[0]).startswith(f"[{cpu[0].index}] ")
     assert runtime.get().dev.info in devs
+    cur = runtime.get().dev.info
+    assert str(cur).startswith(f"[{cur.index}] ")
+    if all(d.kind == "CPU" for d in devs):
+        assert any("llvmpipe" in d.name.lower() for d in devs), devs
