@@ -206,6 +206,9 @@ def test_special_values(op, dtype):
             xf = flush32(x)
             wf = flush32(np.asarray(_UNARY_ORACLES[op](xf.astype(np.float64))).astype(dtype))
             ok |= _same(got, wf) | _same(got, flush32(want))
+            # on such a device a subnormal input's result is not specified (Vulkan leaves
+            # denormal handling to the implementation unless float controls are enabled)
+            ok |= (x != 0) & (np.abs(x) < np.finfo(F32).tiny)
     assert ok.all(), [(x[i], got[i], want[i]) for i in np.nonzero(~ok)[0]]
 
 

@@ -63,7 +63,8 @@ _FLOAT_EXPR = {
     OpKind.Add: "(a + b)",
     OpKind.Sub: "(a - b)",
     OpKind.Mul: "(a * b)",
-    OpKind.Div: "(a / b)",
+    # Vulkan guarantees division only for |b| in [2^-126, 2^126]: vk_div scales the rest
+    OpKind.Div: "vk_div(a, b)",
     OpKind.Pow: "vk_pow(a, b)",
     OpKind.Maximum: "((a > b || isnan(a)) ? a : b)",
     OpKind.Minimum: "((a < b || isnan(a)) ? a : b)",

@@ -406,3 +406,7 @@ float vk_pow(float a, float b) {
     }
     return (aneg && bodd) ? -r : r;
 }
+
+// Vulkan's OpFDiv precision holds only for |b| in [2^-126, 2^126]; NVIDIA computes a * rcp(b),
+// which turns inf / 3e38 into nan. Scaling both operands by 1/4 keeps huge divisors in range.
+float vk_div(float a, float b) { return abs(b) > 8.507059e37 ? (a * 0.25) / (b * 0.25) : a / b; }

@@ -441,3 +441,6 @@ double vk_pow(double a, double b) {
     }
     return (aneg && bodd) ? -r : r;
 }
+
+// The same guard for doubles (2^1020).
+double vk_div(double a, double b) { return abs(b) > 1.1235582092889474e307LF ? (a * 0.25LF) / (b * 0.25LF) : a / b; }
