@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as _np
 
 from .array import Array, bind
+from .trace import tracer as _tracer
 from .trace import dtypes as dt
 from .trace.dtypes import DTypeError
 from .trace.ops import OpKind
@@ -185,9 +186,10 @@ def _operands(name: str, *xs):
     def conv(x):
         if isinstance(x, Array):
             return x if x.dtype == d else x.astype(d)
-        if isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic):
-            return full((), x, d)   # a Full node when traced: foldable, never an upload
-        return asarray(x, d)
+        if (isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic)
+                and _tracer.current() is not None):
+            return full((), x, d)   # traced: a foldable Full node rather than a captured upload
+        return asarray(x, d)        # eager: a host write into mapped memory, no submission
     return [conv(x) for x in xs], d
 
 
