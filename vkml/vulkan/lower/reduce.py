@@ -31,6 +31,8 @@ magnitudes; only the final value is rounded into range (inf or a signed 0).
 """
 from __future__ import annotations
 
+from .sizing import cdiv, device_kind, round_up
+
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -50,17 +52,13 @@ CHUNK = 64            # serial loads per thread a thread split aims for (at leas
 THREAD_TARGET = 1 << 16       # threads worth splitting a reduction over
 CPU_STREAMS = 1 << 12         # CPU, contiguous runs: fewer, longer streams per lane
 BLOCK = 32            # serial loads combined before joining the running value
-ALIGN = 256           # byte alignment of scratch regions (any storage offset alignment)
 STRATEGY: str | None = None   # "cpu" or "gpu" forces a layout (tests); None: by device
 _ARG = (OpKind.ArgMax, OpKind.ArgMin)
 
 
 def strategy() -> str:
     """'cpu' (lanes stream contiguous runs) or 'gpu' (threads interleave loads)."""
-    if STRATEGY is not None:
-        return STRATEGY
-    from ..device import get
-    return "cpu" if get().is_cpu else "gpu"
+    return device_kind(STRATEGY)
 
 
 # --------------------------------------------------------------------------- planning
@@ -95,9 +93,6 @@ def _prod(dims) -> int:
         p *= n
     return p
 
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -141,25 +136,22 @@ def plan(kept, red, how: str = "gpu") -> list[Pass]:
         Rv = R // vec
         if inner and how == "gpu" and R >= ROW_MIN:
             lx = _row_lx(Rv)
-            S = min(_cdiv(Rv, lx * ITEMS), max(1, _cdiv(GROUP_TARGET, n_out)))
-            C = _cdiv(_cdiv(Rv, S), lx) * lx
-            S = _cdiv(Rv, C)
+            S = min(cdiv(Rv, lx * ITEMS), max(1, cdiv(GROUP_TARGET, n_out)))
+            C = cdiv(cdiv(Rv, S), lx) * lx
+            S = cdiv(Rv, C)
             passes.append(Pass("row", kv, rv, n_out, Rv, S, C, lx, vec, first))
             nxt_kept, nxt_red = [(n_out, S)], [(S, 1)]
         else:
             target = CPU_STREAMS if inner and how == "cpu" else THREAD_TARGET
-            S = min(_cdiv(max(Rv, 1), CHUNK), max(1, target // n_out))
-            C = _cdiv(max(Rv, 1), S)
-            S = _cdiv(max(Rv, 1), C)
+            S = min(cdiv(max(Rv, 1), CHUNK), max(1, target // n_out))
+            C = cdiv(max(Rv, 1), S)
+            S = cdiv(max(Rv, 1), C)
             passes.append(Pass("thread", kv, rv, n_out, Rv, S, C, 256, vec, first))
             nxt_kept, nxt_red = [(n_out, 1)], [(S, n_out)]
         if S == 1:
             return passes
         kept, red, first = nxt_kept, nxt_red, False
 
-
-def _round(n: int) -> int:
-    return _cdiv(max(n, 1), ALIGN) * ALIGN
 
 
 def is_pair(op: OpKind, dtype) -> bool:
@@ -207,9 +199,9 @@ def _layout(node, prologue=None):
     for p in passes[:-1]:
         m = p.n_out * p.S
         vals = (off, m * isz)
-        off += _round(m * isz)
+        off += round_up(m * isz)
         ints = (off, m * 4 if pair else 0)
-        off += _round(m * 4) if pair else 0
+        off += round_up(m * 4) if pair else 0
         regions.append((vals, ints))
     return passes, regions
 
@@ -220,7 +212,7 @@ def scratch_bytes(node, prologue=None) -> int:
     if not regions:
         return 0
     (vo, vs), (io, is_) = regions[-1]
-    return max(vo + _round(vs), io + _round(is_) if is_ else 0)
+    return max(vo + round_up(vs), io + round_up(is_) if is_ else 0)
 
 
 # --------------------------------------------------------------------------- GLSL

@@ -11,6 +11,8 @@ element at about C + log(N) ulps instead of the N of a serial loop.
 """
 from __future__ import annotations
 
+from .sizing import cdiv, device_kind, round_up
+
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -18,24 +20,14 @@ from ...trace import dtypes as dt
 from ..kernels import binding
 
 CHUNK = 64            # elements per block (at least)
-ALIGN = 256
 STREAMS = {"cpu": 1 << 12, "gpu": 1 << 16}   # threads worth splitting rows over
 STRATEGY: str | None = None   # "cpu" or "gpu" forces the sizing (tests); None: by device
 
 
 def strategy() -> str:
-    if STRATEGY is not None:
-        return STRATEGY
-    from ..device import get
-    return "cpu" if get().is_cpu else "gpu"
+    return device_kind(STRATEGY)
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _round(n: int) -> int:
-    return _cdiv(max(n, 1), ALIGN) * ALIGN
 
 
 def rows_of(shape, axis) -> tuple[int, int, int]:
@@ -68,12 +60,12 @@ class Level:
 def plan(A: int, N: int, B: int, itemsize: int, how: str, off: int = 0) -> tuple[Level, int]:
     """The blocked scan of (A, N, B) and the scratch bytes it needs from `off` on."""
     rows = A * B
-    S = min(_cdiv(N, CHUNK), max(1, STREAMS[how] // rows))
-    C = _cdiv(N, S)
-    S = _cdiv(N, C)
+    S = min(cdiv(N, CHUNK), max(1, STREAMS[how] // rows))
+    C = cdiv(N, S)
+    S = cdiv(N, C)
     if S == 1:
         return Level(A, N, B, 1, C, 0, 0, None), off
-    nb = _round(rows * S * itemsize)
+    nb = round_up(rows * S * itemsize)
     below, end = plan(rows, S, 1, itemsize, how, off + 2 * nb)
     return Level(A, N, B, S, C, off, off + nb, below), end
 

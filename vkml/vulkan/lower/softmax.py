@@ -14,6 +14,8 @@ then per row the max and the rescaled sum, then the output, chunk by chunk.
 """
 from __future__ import annotations
 
+from .sizing import cdiv, device_kind, round_up
+
 from functools import lru_cache
 
 from ...trace import dtypes as dt
@@ -27,23 +29,13 @@ SPLIT_MIN_N = 1 << 14    # rows at least this long, when there are few of them, 
 SPLIT_MAX_ROWS = {"cpu": 64, "gpu": 1024}
 SPLIT_CHUNK = 1024       # elements per chunk of a split row (at least)
 STREAMS = {"cpu": 1 << 12, "gpu": 1 << 16}   # threads worth splitting rows over
-ALIGN = 256
 STRATEGY: str | None = None   # "cpu" / "gpu" forces the kernel choice (tests)
 
 
 def strategy() -> str:
-    if STRATEGY is not None:
-        return STRATEGY
-    from ..device import get
-    return "cpu" if get().is_cpu else "gpu"
+    return device_kind(STRATEGY)
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _round(n: int) -> int:
-    return _cdiv(max(n, 1), ALIGN) * ALIGN
 
 
 def _neg_inf(T: str) -> str:
@@ -188,9 +180,9 @@ void main() {{
 
 def _split(rows: int, N: int, how: str) -> tuple[int, int]:
     """(S, C): chunks per row and their length, for rows long enough to split."""
-    S = min(_cdiv(N, SPLIT_CHUNK), max(1, STREAMS[how] // rows))
-    C = _cdiv(N, S)
-    return _cdiv(N, C), C
+    S = min(cdiv(N, SPLIT_CHUNK), max(1, STREAMS[how] // rows))
+    C = cdiv(N, S)
+    return cdiv(N, C), C
 
 
 def _use_split(rows: int, N: int, how: str) -> bool:
@@ -207,7 +199,7 @@ def scratch_bytes(node) -> int:
         return 0
     S, _ = _split(A * B, N, how)
     isz = dt.itemsize(node.dtype)
-    return 2 * _round(A * B * S * isz) + 2 * _round(A * B * isz)
+    return 2 * round_up(A * B * S * isz) + 2 * round_up(A * B * isz)
 
 
 def lower(node, ins, out, ctx) -> None:
@@ -229,7 +221,7 @@ def lower(node, ins, out, ctx) -> None:
         views, off = [], 0
         for nb in sizes:
             views.append(ctx.scratch.sub(off, nb, (nb // isz,), x.dtype))
-            off += _round(nb)
+            off += round_up(nb)
         pm, ps, rm, rs = views
         part, rowstat, write = split_sources(node.op, T)
         meta = [rows, N, B, S, C]
