@@ -1,6 +1,5 @@
 """Test set-up: the suite needs a real Vulkan device and glslangValidator; it fails, never
 skips, when either is missing (a green run without Vulkan must be impossible)."""
-import pytest
 
 
 def pytest_sessionstart(session):

@@ -14,7 +14,6 @@ from vkml import nn, optim
 from vkml.jit import DonatedArrayError
 from vkml.nn import functional as F
 from vkml.tree_util import tree_leaves, tree_map
-from vkml.trace.graph import Graph
 from vkml.vulkan.executor import plan
 from vkml.vulkan.memory import ALIGN
 

@@ -17,7 +17,6 @@ import numpy as np
 from . import numpy as vnp
 from . import state as _state
 from .array import Array, bind
-from .batching import vmap
 from .jit import call_graph, trace_flat
 from .trace import dtypes as dt
 from .trace import tracer
@@ -489,7 +488,6 @@ class custom_vjp:
             raise TypeError(f"custom_vjp {self.__name__}: fwd must return (output, residuals)")
         prim_tree, res_tree = out_tree.children
         n_out, n_res = prim_tree.num_leaves, res_tree.num_leaves
-        arg_tree = tree_flatten(list(args))[1]
         user_bwd, name = self.bwd, self.__name__
 
         def bwd_nodes(res_nodes, g_nodes):

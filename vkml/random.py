@@ -18,7 +18,6 @@ split it instead.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
 
 import numpy as np
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import numpy as vnp
 from .autodiff import jvp, vjp
-from .tree_util import tree_flatten, tree_map, tree_unflatten
+from .tree_util import tree_flatten, tree_map
 
 
 def _np(x):

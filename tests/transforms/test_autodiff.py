@@ -8,7 +8,6 @@ import vkml
 import vkml.numpy as vnp
 from vkml.array import bind
 from vkml.trace.ops import OpKind
-from vkml.transforms.grad import NoGradientRule
 
 F64 = np.float64
 

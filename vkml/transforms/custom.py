@@ -11,10 +11,9 @@ forward operators and deposits the result on the arguments.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from ..trace.graph import Graph, Node
-from ..trace.ops import OpKind
 
 
 @dataclass(eq=False)

@@ -6,7 +6,6 @@ broadcasting and scalar handling the rules need. Transforms use it; users never 
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import numpy as np
 
@@ -86,7 +85,7 @@ def unary(kind: K):
 
 
 exp, log, sqrt, sin, cos, tanh = (unary(k) for k in (K.Exp, K.Log, K.Sqrt, K.Sin, K.Cos, K.Tanh))
-sigmoid, erfc, reciprocal, softmax_ = unary(K.Sigmoid), unary(K.Erfc), unary(K.Reciprocal), None
+sigmoid, erfc, reciprocal = unary(K.Sigmoid), unary(K.Erfc), unary(K.Reciprocal)
 
 
 def reshape(x: E, shape) -> E:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..trace.ops import OpKind as K
 from .expr import (E, INV_SQRT_2PI, SQRT_2_OVER_PI, TWO_OVER_SQRT_PI, cast, cos, erfc, exp, expand,
-                   full, keep_shape, log, op, permute, reshape, rsum, sigmoid, sin, tanh, to_reduced,
+                   log, op, permute, reshape, rsum, sigmoid, sin, tanh, to_reduced,
                    unbroadcast, where)
 
 

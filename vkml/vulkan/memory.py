@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from .device import Device
-from .vk import ffi, vk
+from .vk import vk
 
 BLOCK_SIZE = 64 << 20
 ALIGN = 256

@@ -87,7 +87,7 @@ def expression(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, attrs: dict)
     if op is OpKind.Where:
         return "((a != 0) ? b : c)"
     if op is OpKind.Cast:
-        src, dst = np.dtype(in_dtype), np.dtype(out_dtype)
+        dst = np.dtype(out_dtype)
         if dst == dt.bool_:
             return "((a != " + (f"{T}(0)" if fl else "0") + ") ? 1 : 0)"
         return f"{dt.glsl_type(dst)}(a)"
@@ -425,7 +425,6 @@ def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx
     outs = []
     for k in range(R):
         gi = f"(g0 + {k * lx}u)"
-        ind = "  " if k == 0 else "    "
         body = []
         if K > 1:
             body.append(f"int r_{k} = int{gi};")
