@@ -20,6 +20,16 @@ from vkml.vulkan.memory import ALIGN
 RNG = np.random.default_rng(5)
 
 
+@pytest.fixture(params=["copied", "bound"])
+def binding(request, monkeypatch):
+    """Run a test with every argument and result copied through the compiled slots, then
+    with every one bound in place (the path large arrays take)."""
+    import sys
+    jit_mod = sys.modules["vkml.jit"]   # vkml.jit names the function
+    monkeypatch.setattr(jit_mod, "DIRECT_MIN", 0 if request.param == "bound" else 1 << 60)
+    return request.param
+
+
 def arr(*shape, dtype=np.float32, lo=-1.0, hi=1.0):
     return vnp.asarray((RNG.uniform(lo, hi, shape)).astype(dtype))
 
@@ -62,7 +72,7 @@ FUNCTIONS = {
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
-def test_jit_matches_eager(name):
+def test_jit_matches_eager(name, binding):
     f, make = FUNCTIONS[name]
     args = make()
     want = f(*args)
@@ -158,7 +168,7 @@ def test_module_config_is_static():
 # --------------------------------------------------------------------------- donation
 
 
-def test_donated_input_cannot_be_read():
+def test_donated_input_cannot_be_read(binding):
     jf = vkml.jit(lambda a, b: a * 2 + b, donate_argnums=0)
     a, b = arr(4), arr(4)
     an, bn_ = a.numpy(), b.numpy()
@@ -171,7 +181,7 @@ def test_donated_input_cannot_be_read():
     assert issubclass(DonatedArrayError, RuntimeError)
 
 
-def test_donated_buffer_never_clobbers_another_output():
+def test_donated_buffer_never_clobbers_another_output(binding):
     """An input returned unchanged keeps its buffer even when donated; the same array given
     twice is not taken over as an output buffer."""
     jf = vkml.jit(lambda a, b: (a, a + b, b * 3), donate_argnums=(0, 1))
@@ -203,7 +213,7 @@ def _train_setup():
     return model, opt, x, y, step
 
 
-def test_donated_training_step_matches_undonated_and_eager():
+def test_donated_training_step_matches_undonated_and_eager(binding):
     model, opt, x, y, step = _train_setup()
     w0 = model[0].weight.numpy()
     runs = {}
@@ -228,7 +238,7 @@ def test_donated_training_step_matches_undonated_and_eager():
     np.testing.assert_array_equal(model[0].weight.numpy(), w0)   # the copies were donated
 
 
-def test_transfer_commands_path(monkeypatch):
+def test_transfer_commands_path(monkeypatch, binding):
     """Device-local memory (a GPU) is copied with transfer commands submitted with the
     recording; lavapipe's memory is host-mapped, so force that path here."""
     import sys
@@ -247,6 +257,56 @@ def test_transfer_commands_path(monkeypatch):
     np.testing.assert_allclose(r1.numpy(), 2 * x.numpy(), rtol=1e-6)
     assert r0 is x
     assert float(vkml.jit(lambda: vnp.ones(3).sum())()) == 3.0
+
+
+def _chain(v):
+    return vnp.tanh(2 * v + 1) * vnp.exp(-v) + vnp.sqrt(v + 1) - v * v
+
+
+def _chain_np(v):
+    v = v.astype(np.float64)
+    return np.tanh(2 * v + 1) * np.exp(-v) + np.sqrt(v + 1) - v * v
+
+
+def test_large_arrays_are_bound_and_the_recording_replayed():
+    """A steady loop on large arrays replays one recording: the argument is bound where it
+    lies and each result, freed before the next call, leaves its range to the next one."""
+    x = arr(1 << 15, lo=0, hi=1)          # 128 KiB: bound, not copied
+    f = vkml.jit(_chain)
+    for _ in range(6):
+        y = f(x)
+        np.testing.assert_allclose(y.numpy(), _chain_np(x.numpy()), rtol=2e-6, atol=1e-6)
+        del y
+    c = f._entry((x,))[0][0]
+    assert c.direct and c.misses <= 2 and not c.slots, (c.direct, c.misses, c.slots)
+
+
+def test_bound_results_held_by_the_caller_stay_distinct():
+    """Results kept alive and fresh arguments each call make a new binding every call: each
+    result is still its own, and after a few such calls the signature copies instead."""
+    f = vkml.jit(lambda v: (v * 2.0, v.sum()))
+    xs, outs = [], []
+    for k in range(3 * 4 + 4):
+        xs.append(arr(1 << 15))
+        outs.append(f(xs[-1]))
+    for x, (d, s) in zip(xs, outs):
+        np.testing.assert_allclose(d.numpy(), 2 * x.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(float(s), x.numpy().astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
+    c = f._entry((xs[0],))[0][0]
+    assert not c.direct and len(c.recordings) <= 4
+
+
+def test_bound_and_copied_arguments_mix():
+    """A large array is bound while a small one (a fresh Python scalar) is copied, so the
+    scalar changing every call does not make a new recording."""
+    x = arr(1 << 15)
+    f = vkml.jit(lambda v, s: v * s)
+    for k in range(5):
+        y = f(x, float(k))
+        np.testing.assert_allclose(y.numpy(), x.numpy() * k, rtol=1e-6)
+        del y
+    c = f._entry((x, 1.0))[0][0]
+    assert c.misses <= 2 and c.direct
 
 
 # --------------------------------------------------------------------------- nesting

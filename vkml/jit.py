@@ -7,6 +7,7 @@ picks between the two. Transforms produce Graphs and finish with `call_graph`.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from typing import Callable, Sequence
 
 from .array import Array, bind
@@ -167,76 +168,155 @@ def _record_copies(rt, pairs):
 def _submit_alone(rt, cbs) -> None:
     """Submit command buffers (no recording) and wait."""
     from .vulkan.vk import vk
-    d = rt.dev.device
-    vk.vkQueueSubmit(rt.dev.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=cbs)], rt._fence)
-    vk.vkWaitForFences(d, 1, [rt._fence], vk.VK_TRUE, 2**63 - 1)
-    vk.vkResetFences(d, 1, [rt._fence])
+    rt.submit(vk.VkSubmitInfo(pCommandBuffers=cbs))
+
+
+DIRECT_MIN = 1 << 16     # bytes from which an argument or result is bound, not copied
+RECORDINGS_KEPT = 4      # bindings (recordings) kept per compiled signature
 
 
 class Compiled:
-    """One traced signature: the graph, its buffers, and a command buffer recorded once.
+    """One traced signature: the graph lowered once against Placeholders for its
+    arguments and results, and one command buffer recorded per binding of them.
 
-    A call copies the arguments into the input slots, submits the recording, and copies
-    the outputs into fresh buffers (into a donated argument's buffer where one fits).
+    A large argument is bound where it lies and a large result is computed straight into
+    a fresh buffer; each such binding gets its own recording, and the most recent few are
+    kept. A steady loop binds the same buffers call after call (the allocator is first
+    fit, so a result freed before the next call leaves its range to the next result), so
+    it replays a recording with no copies. Small arguments are copied into input slots
+    and small results out of output slots in the same submission, so that fresh scalars
+    each call do not make new recordings. A signature whose large buffers keep changing
+    falls back to copying everything, through one recording.
     """
 
     def __init__(self, graph: Graph, exec_graph: Graph):
         from .vulkan import runtime
-        from .vulkan.executor import Recording, lower_graph
+        from .vulkan.executor import Placeholder, lower_graph
         self.graph = graph              # for inlining into an enclosing trace (keeps StopGradient)
         self.exec_graph = exec_graph
         rt = self.rt = runtime.get()
         rt.check_dtypes(exec_graph)
-        self.slots = [rt.allocator.alloc(n.size * dt.itemsize(n.dtype), "jit input")
-                      for n in exec_graph.inputs]
-        self.lowered = lower_graph(rt, exec_graph, self.slots)
-        self.recording = Recording(rt, self.lowered.dispatches) if self.lowered.dispatches else None
+        self.in_ph = [Placeholder(n.size * dt.itemsize(n.dtype)) for n in exec_graph.inputs]
+        out_ph: list = []
+
+        def output(nbytes, what):
+            rt.allocator._check(nbytes, what)
+            out_ph.append(Placeholder(nbytes))
+            return out_ph[-1]
+        self.lowered = lower_graph(rt, exec_graph, self.in_ph, output_alloc=output)
         self.input_pos = {n.id: i for i, n in enumerate(exec_graph.inputs)}
+        self.passthrough = {self.input_pos[o.id] for o in exec_graph.outputs if o.id in self.input_pos}
+        self.slots: dict[int, object] = {}          # id(placeholder) -> Buffer, made on first use
+        self.recordings: OrderedDict = OrderedDict()
+        self.base = None                            # the first recording: the others share its meta
+        self.calls = self.misses = 0
+        self.direct = True
 
     @property
     def plan(self):
         return self.lowered.plan
 
+    @property
+    def recording(self):
+        """The most recently used recording (None for a graph with no kernels)."""
+        if not self.lowered.dispatches:
+            return None
+        if not self.recordings:
+            self._recording(self._slot_binding(), ("slots",))
+        return next(reversed(self.recordings.values()))
+
+    def _slot(self, ph):
+        s = self.slots.get(id(ph))
+        if s is None:
+            s = self.slots[id(ph)] = self.rt.allocator.alloc(ph.nbytes, "jit slot")
+        return s
+
+    def _slot_binding(self) -> dict:
+        return {id(ph.block): self._slot(ph) for ph in self.in_ph + list(self.lowered.outputs)
+                if ph.block.buffer is None}
+
+    def _recording(self, binding: dict, key):
+        from .vulkan.executor import Recording, rebind
+        rec = self.recordings.get(key)
+        if rec is not None:
+            self.recordings.move_to_end(key)
+            return rec
+        self.misses += 1
+        rec = Recording(self.rt, rebind(self.lowered.dispatches, binding), like=self.base)
+        self.base = self.base or rec
+        self.recordings[key] = rec
+        while len(self.recordings) > RECORDINGS_KEPT:
+            self.recordings.popitem(last=False)
+        if self.misses > 2 * RECORDINGS_KEPT and 2 * self.misses > self.calls:
+            self.direct = False        # bindings keep changing: copy instead of re-recording
+        return rec
+
     def run(self, leaves: Sequence[Array], donated: set[int]) -> list[Array]:
-        """Copy the arguments in, run the recording, copy the outputs out: one submission."""
+        """Bind or copy the arguments, run the recording, bind or copy the results: one
+        submission."""
+        with self.rt.dev.lock:
+            return self._run(leaves, donated)
+
+    def _run(self, leaves, donated) -> list[Array]:
         from .vulkan.vk import vk
         rt = self.rt
-        in_fast, in_slow = _split_copies([(a._buf, s, a._buf.nbytes) for a, s in zip(leaves, self.slots)])
-        # nbytes -> donated buffers free to take an output. Not one that is an output
-        # itself (an input returned unchanged) or that also arrives as an undonated leaf.
-        passthrough = {self.input_pos[o.id] for o in self.exec_graph.outputs if o.id in self.input_pos}
-        kept = {id(leaves[i]._buf) for i in range(len(leaves)) if i not in donated or i in passthrough}
-        reuse = {}
+        direct = self.direct
+        self.calls += 1
+        binding, key, copies = {}, [rt.allocator.epoch], []
+        for a, ph in zip(leaves, self.in_ph):
+            b = a._buf
+            if direct and ph.nbytes >= DIRECT_MIN:
+                binding[id(ph.block)] = b
+                key.append((b.block, b.offset))
+            else:
+                s = self._slot(ph)
+                binding[id(ph.block)] = s
+                copies.append((b, s, ph.nbytes))
+                key.append(None)
+        # nbytes -> donated buffers free to take a copied result. Not one that is an
+        # output itself (an input returned unchanged) or that also arrives undonated.
+        kept = {id(leaves[i]._buf) for i in range(len(leaves)) if i not in donated or i in self.passthrough}
+        reuse: dict = {}
         for i in sorted(donated):
             b = leaves[i]._buf
             if id(b) not in kept:
                 reuse.setdefault(b.nbytes, []).append(b)
                 kept.add(id(b))   # the same buffer donated twice: reuse it once
-        outs, copies = [], []
-        for node, buf in zip(self.exec_graph.outputs, self.lowered.outputs):
+        outs, copies_out, fresh = [], [], {}
+        for node, ph in zip(self.exec_graph.outputs, self.lowered.outputs):
             if node.id in self.input_pos:
                 outs.append(leaves[self.input_pos[node.id]])
                 continue
             if node.op is OpKind.Const:
                 outs.append(node.attrs["value"])
                 continue
-            n = node.size * dt.itemsize(node.dtype)
-            dst = reuse[n].pop() if reuse.get(n) else rt.allocator.alloc(n, "jit output")
-            copies.append((buf, dst, n))
+            n = ph.nbytes
+            dst = fresh.get(id(ph))
+            if dst is None and direct and n >= DIRECT_MIN:
+                dst = fresh[id(ph)] = rt.allocator.alloc(n, "jit output")
+                binding[id(ph.block)] = dst
+                key.append((dst.block, dst.offset))
+            elif dst is None:
+                s = self._slot(ph)
+                binding[id(ph.block)] = s
+                dst = reuse[n].pop() if reuse.get(n) else rt.allocator.alloc(n, "jit output")
+                copies_out.append((s, dst, n))
+                key.append(None)
             outs.append(Array._concrete(dst, node.shape, node.dtype))
-        out_fast, out_slow = _split_copies(copies)
+        in_fast, in_slow = _split_copies(copies)
+        out_fast, out_slow = _split_copies(copies_out)
         _memcpy(in_fast)
-        with rt.dev.lock:
-            before, after = _record_copies(rt, in_slow), _record_copies(rt, out_slow)
-            try:
-                if self.recording is not None:
-                    self.recording.submit(before, after)
-                elif before is not None or after is not None:
-                    _submit_alone(rt, [c for c in (before, after) if c is not None])
-            finally:
-                spent = [c for c in (before, after) if c is not None]
-                if spent:
-                    vk.vkFreeCommandBuffers(rt.dev.device, rt.dev.command_pool, len(spent), spent)
+        rec = self._recording(binding, tuple(key)) if self.lowered.dispatches else None
+        before, after = _record_copies(rt, in_slow), _record_copies(rt, out_slow)
+        try:
+            if rec is not None:
+                rec.submit(before, after)
+            elif before is not None or after is not None:
+                _submit_alone(rt, [c for c in (before, after) if c is not None])
+        finally:
+            spent = [c for c in (before, after) if c is not None]
+            if spent:
+                vk.vkFreeCommandBuffers(rt.dev.device, rt.dev.command_pool, len(spent), spent)
         _memcpy(out_fast)
         return outs
 

@@ -111,41 +111,44 @@ def _node(x):
 def tree_flatten(tree: Any, is_leaf: Callable | None = None) -> tuple[list, PyTreeDef]:
     """(leaves, treedef)."""
     leaves: list = []
+    return leaves, _flatten(tree, is_leaf, leaves)
 
-    def go(x):
-        if is_leaf is not None and is_leaf(x):
-            leaves.append(x)
-            return PyTreeDef(None, None, ())
-        nd = _node(x)
-        if nd is None:
-            leaves.append(x)
-            return PyTreeDef(None, None, ())
-        kind, aux, ch = nd
-        return PyTreeDef(kind, aux, [go(c) for c in ch])
-    return leaves, go(tree)
+
+# Module-level recursion, not a closure calling itself: such a closure is a reference
+# cycle that keeps every leaf (device arrays) alive until the cyclic collector runs.
+def _flatten(x, is_leaf, leaves: list) -> PyTreeDef:
+    if is_leaf is not None and is_leaf(x):
+        leaves.append(x)
+        return PyTreeDef(None, None, ())
+    nd = _node(x)
+    if nd is None:
+        leaves.append(x)
+        return PyTreeDef(None, None, ())
+    kind, aux, ch = nd
+    return PyTreeDef(kind, aux, [_flatten(c, is_leaf, leaves) for c in ch])
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable) -> Any:
     """Rebuild a pytree of treedef's structure around leaves."""
-    it = iter(leaves)
+    return _unflatten(treedef, iter(leaves))
 
-    def go(td):
-        if td.kind is None:
-            return next(it)
-        ch = [go(c) for c in td.children]
-        k = td.kind
-        if k is type(None):
-            return None
-        if k is tuple:
-            return tuple(ch)
-        if k is list:
-            return ch
-        if k is dict:
-            return dict(zip(td.aux, ch))
-        if k in _REGISTRY:
-            return _REGISTRY[k][1](td.aux, ch)
-        return k(*ch)  # namedtuple
-    return go(treedef)
+
+def _unflatten(td: PyTreeDef, it) -> Any:
+    if td.kind is None:
+        return next(it)
+    ch = [_unflatten(c, it) for c in td.children]
+    k = td.kind
+    if k is type(None):
+        return None
+    if k is tuple:
+        return tuple(ch)
+    if k is list:
+        return ch
+    if k is dict:
+        return dict(zip(td.aux, ch))
+    if k in _REGISTRY:
+        return _REGISTRY[k][1](td.aux, ch)
+    return k(*ch)  # namedtuple
 
 
 def tree_leaves(tree: Any, is_leaf: Callable | None = None) -> list:

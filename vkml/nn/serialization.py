@@ -71,6 +71,7 @@ def tree_paths(tree: Any) -> list[tuple[str, Any]]:
         for name, c in kids:
             go(f"{prefix}.{name}" if prefix else name, c)
     go("", tree)
+    go = None    # noqa: F841 -- breaks the closure's cycle, which would hold the tree's arrays
     return out
 
 

@@ -198,9 +198,42 @@ def _lower_group(g, views: dict, out: View, ctx: LowerCtx) -> None:
         family(SPECS[g.node.op].kernel).lower(g.node, [views[i.id] for i in g.node.inputs], out, ctx)
 
 
-def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer]) -> Lowered:
+class Placeholder:
+    """Stands in for a Buffer that a graph is lowered against before the real one is known
+    (a jitted function's arguments and results): its views carry a region of their own,
+    which `rebind` swaps for a real buffer's."""
+    __slots__ = ("block", "offset", "nbytes", "capacity")
+
+    class _Block:
+        __slots__ = ("buffer", "mapped", "__weakref__")
+
+        def __init__(self):
+            self.buffer, self.mapped = None, None
+
+    def __init__(self, nbytes: int):
+        self.block, self.offset, self.nbytes, self.capacity = Placeholder._Block(), 0, nbytes, nbytes
+
+
+def rebind(dispatches: list, binding: dict) -> list:
+    """The dispatches with every view of a Placeholder moved onto its buffer.
+
+    binding: id(placeholder.block) -> Buffer (or anything with block, offset)."""
+    out = []
+    for ds in dispatches:
+        views = []
+        for v in ds.views:
+            b = binding.get(v.region)
+            if b is not None:
+                v = View(b.block.buffer, b.offset + v.offset, v.nbytes, id(b.block), v.shape, v.dtype)
+            views.append(v)
+        out.append(Dispatch(ds.kernel, ds.meta, views, ds.writes, ds.groups))
+    return out
+
+
+def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -> Lowered:
     """Plan the graph's kernel schedule, allocate its arena and output buffers, lower
-    every group of the schedule to dispatches."""
+    every group of the schedule to dispatches. output_alloc(nbytes, what) replaces the
+    allocator for the outputs (jit lowers against Placeholders)."""
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
     p = plan(graph)
@@ -230,7 +263,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer]) -> Lowered:
             v = View(arena.block.buffer, arena.offset + p.offsets[n.id], _nbytes(n), id(arena.block),
                      n.shape, n.dtype)
         else:
-            b = rt.allocator.alloc(_nbytes(n), SPECS[n.op].name)
+            b = (output_alloc or rt.allocator.alloc)(_nbytes(n), SPECS[n.op].name)
             results[n.id] = b
             v = view_of(b, n.shape, n.dtype)
         views[n.id] = v
@@ -259,21 +292,33 @@ class Recording:
     Built once; `submit()` can run it again and again (jit replays it).
     """
 
-    def __init__(self, rt, dispatches: list[Dispatch]):
+    def __init__(self, rt, dispatches: list[Dispatch], like: "Recording | None" = None):
         self.rt = rt
         dev = rt.dev
         d = dev.device
         self.n_dispatches = len(dispatches)
-        align = max(dev.storage_alignment, 16) // 4
-        offs, total = [], 0
-        for ds in dispatches:
-            offs.append(total)
-            total += -(-max(ds.meta.size, 1) // align) * align
-        self.meta_buf = rt.allocator.alloc(total * 4, "meta", host=True)
-        mb = self.meta_buf
-        mv = mb.block.mapped[mb.offset:mb.offset + total * 4].view(np.int32)
-        for ds, o in zip(dispatches, offs):
-            mv[o:o + ds.meta.size] = ds.meta
+        if like is not None:
+            # the same dispatches on other buffers (jit rebinding): the same meta
+            self.meta_buf, self.meta_host, offs, total = like.meta_buf, like.meta_host, like.meta_offs, like.meta_total
+        else:
+            align = max(dev.storage_alignment, 16) // 4
+            offs, total = [], 0
+            for ds in dispatches:
+                offs.append(total)
+                total += -(-max(ds.meta.size, 1) // align) * align
+            # Every invocation reads its dispatch's meta, so it lives in device-local memory:
+            # read from host memory (over PCIe on a discrete GPU) it capped a copy kernel on
+            # the H200 at a tenth of its bandwidth. Where device memory is not mapped, the
+            # first submission copies it from a host staging range.
+            self.meta_buf = rt.allocator.alloc(total * 4, "meta")
+            mb = self.meta_buf
+            self.meta_host = mb if mb.block.mapped is not None else rt.allocator.alloc(total * 4, "meta", host=True)
+            mh = self.meta_host
+            mv = mh.block.mapped[mh.offset:mh.offset + total * 4].view(np.int32)
+            for ds, o in zip(dispatches, offs):
+                mv[o:o + ds.meta.size] = ds.meta
+        self.meta_offs, self.meta_total = offs, total
+        mb, mh = self.meta_buf, self.meta_host
         n_bind = sum(len(ds.views) + 1 for ds in dispatches)
         with dev.lock:
             self.pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(
@@ -301,6 +346,9 @@ class Recording:
                 commandBufferCount=1))[0]
             cb = self.cb
             vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(flags=0))
+            if mh is not mb:
+                vk.vkCmdCopyBuffer(cb, mh.block.buffer, mb.block.buffer, 1, [vk.VkBufferCopy(
+                    srcOffset=mh.offset, dstOffset=mb.offset, size=total * 4)])
             barrier = vk.VkMemoryBarrier(srcAccessMask=_BARRIER_SRC, dstAccessMask=_BARRIER_DST)
             # writes of earlier submissions and of the host become visible here
             vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
@@ -338,29 +386,23 @@ class Recording:
                                     vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
                                     0, 1, [barrier], 0, None, 0, None)
             vk.vkEndCommandBuffer(cb)
-        self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
         self._submit_info = vk.VkSubmitInfo(pCommandBuffers=[cb])
 
     def submit(self, before=None, after=None) -> None:
         """Run the recording (optionally with command buffers before/after it) and wait."""
         dev = self.rt.dev
-        d = dev.device
         with dev.lock:
             if before is None and after is None:
                 info = self._submit_info
             else:
-                cbs = [c for c in (before, self.cb, after) if c is not None]
-                info = vk.VkSubmitInfo(pCommandBuffers=cbs)
-            vk.vkQueueSubmit(dev.queue, 1, [info], self.fence)
-            vk.vkWaitForFences(d, 1, [self.fence], vk.VK_TRUE, 2**63 - 1)
-            vk.vkResetFences(d, 1, [self.fence])
+                info = vk.VkSubmitInfo(pCommandBuffers=[c for c in (before, self.cb, after) if c is not None])
+            self.rt.submit(info)
 
     def __del__(self):
         try:
             d = self.rt.dev.device
             vk.vkFreeCommandBuffers(d, self.rt.dev.command_pool, 1, [self.cb])
             vk.vkDestroyDescriptorPool(d, self.pool, None)
-            vk.vkDestroyFence(d, self.fence, None)
         except Exception:
             pass
 

@@ -317,6 +317,7 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET) -> Region:
         return r
 
     reg.out = visit(root, [])
+    visit = None    # noqa: F841 -- breaks the closure's cycle, which would hold the graph's arrays
     return reg
 
 

@@ -130,6 +130,7 @@ class Allocator:
         self._pending: list[tuple] = []
         self.live_bytes = 0
         self.peak_bytes = 0
+        self.epoch = 0   # counts trims: a block made after one may reuse a freed block's id
 
     def _check(self, nbytes: int, what: str) -> None:
         if nbytes > self.dev.max_storage_buffer_range:
@@ -182,6 +183,7 @@ class Allocator:
         """Give completely free blocks back to the driver."""
         with self.lock:
             self._drain()
+            self.epoch += 1
             for pool in (self.blocks, self.host_blocks):
                 for b in [b for b in pool if b.free == [(0, b.size)]]:
                     pool.remove(b)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -10,6 +11,9 @@ from .executor import Executor
 from .kernels import KernelCache
 from .memory import Allocator, Buffer
 from .vk import vk
+
+
+SPIN_S = 0.005    # longest a GPU submission's wait polls before it blocks
 
 
 class Runtime:
@@ -21,6 +25,28 @@ class Runtime:
         self.kernels = KernelCache(self.dev)
         self.executor = Executor(self)
         self._fence = vk.vkCreateFence(self.dev.device, vk.VkFenceCreateInfo(), None)
+        self._fences = vk.ffi.new("VkFence[1]", [self._fence])
+        # A GPU signals its fence tens of microseconds before a blocking wait wakes up, so
+        # the host polls for a while first; a CPU device (lavapipe) needs that core itself.
+        self.spin_s = 0.0 if self.dev.is_cpu else SPIN_S
+
+    def submit(self, info) -> None:
+        """Submit one VkSubmitInfo and wait for it to finish (one fence, reused: every
+        submission is waited for before the next, under the device lock)."""
+        lib, d = vk.lib, self.dev.device
+        with self.dev.lock:
+            r = lib.vkQueueSubmit(self.dev.queue, 1, vk.ffi.addressof(info), self._fence)
+            if r != 0:
+                raise RuntimeError(f"vkml: vkQueueSubmit failed with VkResult {r} on {self.dev.name}")
+            if self.spin_s:
+                end = time.perf_counter() + self.spin_s
+                while lib.vkGetFenceStatus(d, self._fence) == vk.VK_NOT_READY and time.perf_counter() < end:
+                    pass
+            r = lib.vkWaitForFences(d, 1, self._fences, vk.VK_TRUE, 2**63 - 1)
+            if r != 0:
+                raise RuntimeError(f"vkml: waiting for the device failed with VkResult {r} "
+                                   f"(VK_ERROR_DEVICE_LOST is -4) on {self.dev.name}")
+            lib.vkResetFences(d, 1, self._fences)
 
     def check_dtypes(self, graph) -> None:
         """DTypeError naming the op when a graph needs float64 on a device without it."""
@@ -55,9 +81,7 @@ class Runtime:
             vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
                                     0, 1, [after], 0, None, 0, None)
             vk.vkEndCommandBuffer(cb)
-            vk.vkQueueSubmit(self.dev.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])], self._fence)
-            vk.vkWaitForFences(d, 1, [self._fence], vk.VK_TRUE, 2**63 - 1)
-            vk.vkResetFences(d, 1, [self._fence])
+            self.submit(vk.VkSubmitInfo(pCommandBuffers=[cb]))
             vk.vkFreeCommandBuffers(d, self.dev.command_pool, 1, [cb])
 
     def upload(self, raw: np.ndarray, what: str = "asarray") -> Buffer:
