@@ -16,6 +16,8 @@ from .trace import tracer
 from .trace.graph import Graph
 from .trace.ops import OpKind
 from .tree_util import tree_flatten, tree_unflatten
+from .vulkan.memory import SMALL
+from .vulkan.transfer import CopyCommands
 
 
 def execute(graph: Graph, args: Sequence[Array]) -> list[Array]:
@@ -115,13 +117,14 @@ def _is_donated(a) -> bool:
 
 
 def _split_copies(pairs) -> tuple[list, list]:
-    """(host-mapped, device) parts of (src Buffer, dst Buffer, nbytes) copies: memcpy does
-    the first where both ends are mapped (lavapipe), transfer commands the rest."""
+    """(memcpy, transfer) parts of (src Buffer, dst Buffer, nbytes) copies: memcpy where
+    both ends are mapped and the source is cached host memory (lavapipe: all of it);
+    transfer commands for the rest (a GPU's mapped BAR window reads at PCIe speed, uncached)."""
     fast, slow = [], []
     for src, dst, n in pairs:
         if n == 0:
             continue
-        if src.block.mapped is not None and dst.block.mapped is not None:
+        if src.block.host_readable and dst.block.mapped is not None:
             fast.append((src, dst, n))
         else:
             slow.append((src, dst, n))
@@ -133,45 +136,7 @@ def _memcpy(pairs) -> None:
         dst.block.mapped[dst.offset:dst.offset + n] = src.block.mapped[src.offset:src.offset + n]
 
 
-def _record_copies(rt, pairs):
-    """One command buffer of buffer copies, fenced by barriers on both sides (None if no
-    copies). Submitted with the recording, so a call costs one submission, not one per
-    argument (a submit-and-wait is tens of microseconds on a GPU)."""
-    if not pairs:
-        return None
-    from .vulkan.vk import vk
-    d = rt.dev.device
-    cb = vk.vkAllocateCommandBuffers(d, vk.VkCommandBufferAllocateInfo(
-        commandPool=rt.dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        commandBufferCount=1))[0]
-    vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
-        flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-    before = vk.VkMemoryBarrier(
-        srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-        dstAccessMask=vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
-    vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                            0, 1, [before], 0, None, 0, None)
-    for src, dst, n in pairs:
-        region = vk.VkBufferCopy(srcOffset=src.offset, dstOffset=dst.offset, size=n)
-        vk.vkCmdCopyBuffer(cb, src.block.buffer, dst.block.buffer, 1, [region])
-    after = vk.VkMemoryBarrier(
-        srcAccessMask=vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-        dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_SHADER_READ_BIT
-        | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT)
-    vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                            vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
-                            0, 1, [after], 0, None, 0, None)
-    vk.vkEndCommandBuffer(cb)
-    return cb
-
-
-def _submit_alone(rt, cbs) -> None:
-    """Submit command buffers (no recording) and wait."""
-    from .vulkan.vk import vk
-    rt.submit(vk.VkSubmitInfo(pCommandBuffers=cbs))
-
-
-DIRECT_MIN = 1 << 16     # bytes from which an argument or result is bound, not copied
+DIRECT_MIN = SMALL       # bytes from which an argument or result is bound, not copied
 RECORDINGS_KEPT = 4      # bindings (recordings) kept per compiled signature
 
 
@@ -211,6 +176,7 @@ class Compiled:
         self.base = None                            # the first recording: the others share its meta
         self.calls = self.misses = 0
         self.direct = True
+        self.copy_in = self.copy_out = None         # CopyCommands, made on first use
 
     @property
     def plan(self):
@@ -228,6 +194,8 @@ class Compiled:
     def _slot(self, ph):
         s = self.slots.get(id(ph))
         if s is None:
+            # small ones are host-mapped device memory where there is such (allocator
+            # default), so a call copies them by memcpy
             s = self.slots[id(ph)] = self.rt.allocator.alloc(ph.nbytes, "jit slot")
         return s
 
@@ -251,6 +219,20 @@ class Compiled:
             self.direct = False        # bindings keep changing: copy instead of re-recording
         return rec
 
+    def profile(self, leaves: Sequence[Array]) -> list[tuple[str, float]]:
+        """Run once on leaves with every kernel timed alone: (kernel name, seconds)."""
+        from .vulkan.executor import Recording, rebind
+        if not self.lowered.dispatches:
+            return []
+        rt = self.rt
+        binding = {id(ph.block): a._buf for a, ph in zip(leaves, self.in_ph)}
+        for ph in self.lowered.outputs:
+            if ph.block.buffer is None and id(ph.block) not in binding:
+                binding[id(ph.block)] = rt.allocator.alloc(ph.nbytes, "jit output")
+        rec = Recording(rt, rebind(self.lowered.dispatches, binding), like=self.base, profile=True)
+        rec.submit()
+        return rec.kernel_times()
+
     def run(self, leaves: Sequence[Array], donated: set[int]) -> list[Array]:
         """Bind or copy the arguments, run the recording, bind or copy the results: one
         submission."""
@@ -258,7 +240,6 @@ class Compiled:
             return self._run(leaves, donated)
 
     def _run(self, leaves, donated) -> list[Array]:
-        from .vulkan.vk import vk
         rt = self.rt
         direct = self.direct
         self.calls += 1
@@ -307,16 +288,17 @@ class Compiled:
         out_fast, out_slow = _split_copies(copies_out)
         _memcpy(in_fast)
         rec = self._recording(binding, tuple(key)) if self.lowered.dispatches else None
-        before, after = _record_copies(rt, in_slow), _record_copies(rt, out_slow)
-        try:
-            if rec is not None:
-                rec.submit(before, after)
-            elif before is not None or after is not None:
-                _submit_alone(rt, [c for c in (before, after) if c is not None])
-        finally:
-            spent = [c for c in (before, after) if c is not None]
-            if spent:
-                vk.vkFreeCommandBuffers(rt.dev.device, rt.dev.command_pool, len(spent), spent)
+        cbs = []
+        if in_slow:
+            self.copy_in = self.copy_in or CopyCommands(rt)
+            cbs.append(self.copy_in.record(in_slow))
+        if rec is not None:
+            cbs.append(rec.cb)
+        if out_slow:
+            self.copy_out = self.copy_out or CopyCommands(rt)
+            cbs.append(self.copy_out.record(out_slow))
+        if cbs:
+            rt.submit(cbs)
         _memcpy(out_fast)
         return outs
 
@@ -504,6 +486,18 @@ class Jitted:
             commit(effects, res[len(res) - n_eff:])
             res = res[:len(res) - n_eff]
         return tree_unflatten(out_tree, res)
+
+    def profile(self, *args) -> list[tuple[str, float]]:
+        """Compile for these arguments (if needed), run once with each kernel timed alone
+        by device timestamps, and return (kernel name, seconds) per dispatch in order.
+
+        >>> import vkml, vkml.numpy as vnp
+        >>> f = vkml.jit(lambda x: (vnp.exp(x) @ x).sum())
+        >>> [name for name, s in f.profile(vnp.ones((64, 64)))]  # doctest: +SKIP
+        ['Exp', 'Matmul', 'Sum']
+        """
+        (compiled, _, _), leaves, _, _ = self._entry(args)
+        return compiled.profile(leaves)
 
     def lower(self, *args) -> Lowering:
         """Compile for these arguments (if needed) and report op/kernel counts and peak bytes."""

@@ -25,8 +25,9 @@ MiB = 1 << 20
 
 @pytest.fixture
 def alloc():
-    """A private allocator with small blocks, so block boundaries are easy to reach."""
-    a = Allocator(runtime.get().dev, block_size=MiB)
+    """A private allocator with small blocks, so block boundaries are easy to reach (and
+    no separate pool for small ranges)."""
+    a = Allocator(runtime.get().dev, block_size=MiB, small=0)
     yield a
     gc.collect()
     a.trim()

@@ -108,14 +108,17 @@ class Device:
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
         self.lock = threading.RLock()
 
-    def memory_type(self, type_bits: int, want: int, avoid: int = 0) -> int:
-        """Index of the first memory type allowed by type_bits with all `want` flags."""
+    def memory_type(self, type_bits: int, want: int, avoid: int = 0, fallback: int | None = None) -> int:
+        """Index of the first memory type allowed by type_bits with all `want` flags (else
+        with all `fallback` flags, where given)."""
         for i, f in enumerate(self.memory_types):
             if type_bits >> i & 1 and f & want == want and not f & avoid:
                 return i
         for i, f in enumerate(self.memory_types):
             if type_bits >> i & 1 and f & want == want:
                 return i
+        if fallback is not None:
+            return self.memory_type(type_bits, fallback)
         raise RuntimeError(f"vkml: no Vulkan memory type with flags {want:#x} on {self.name}")
 
     def summary(self) -> str:

@@ -292,8 +292,11 @@ class Recording:
     Built once; `submit()` can run it again and again (jit replays it).
     """
 
-    def __init__(self, rt, dispatches: list[Dispatch], like: "Recording | None" = None):
+    def __init__(self, rt, dispatches: list[Dispatch], like: "Recording | None" = None,
+                 profile: bool = False):
         self.rt = rt
+        self.names = [ds.kernel.name for ds in dispatches]
+        self.query_pool = None
         dev = rt.dev
         d = dev.device
         self.n_dispatches = len(dispatches)
@@ -346,6 +349,12 @@ class Recording:
                 commandBufferCount=1))[0]
             cb = self.cb
             vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(flags=0))
+            if profile:
+                # a timestamp before the first dispatch and after each, every dispatch
+                # behind a barrier: each interval is one kernel alone
+                self.query_pool = vk.vkCreateQueryPool(d, vk.VkQueryPoolCreateInfo(
+                    queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=len(dispatches) + 1), None)
+                vk.vkCmdResetQueryPool(cb, self.query_pool, 0, len(dispatches) + 1)
             if mh is not mb:
                 vk.vkCmdCopyBuffer(cb, mh.block.buffer, mb.block.buffer, 1, [vk.VkBufferCopy(
                     srcOffset=mh.offset, dstOffset=mb.offset, size=total * 4)])
@@ -361,11 +370,13 @@ class Recording:
 
             def hit(a, bs):
                 return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in bs)
-            for ds, s in zip(dispatches, sets):
+            if profile:
+                vk.vkCmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, self.query_pool, 0)
+            for q, (ds, s) in enumerate(zip(dispatches, sets)):
                 rr = [(v.region, v.offset, v.offset + v.nbytes) for v in ds.views]
                 ws = [rr[i] for i in ds.writes]
                 rs = [r for i, r in enumerate(rr) if i not in ds.writes]
-                if any(hit(r, written) for r in rs + ws) or any(hit(w, read) for w in ws):
+                if profile or any(hit(r, written) for r in rs + ws) or any(hit(w, read) for w in ws):
                     vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                                             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                                             [barrier], 0, None, 0, None)
@@ -381,26 +392,35 @@ class Recording:
                 if gy > maxy:
                     raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
                 vk.vkCmdDispatch(cb, gx, gy, 1)
+                if profile:
+                    vk.vkCmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, self.query_pool, q + 1)
             # results become visible to the host and to later transfers
             vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                                     vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
                                     0, 1, [barrier], 0, None, 0, None)
             vk.vkEndCommandBuffer(cb)
-        self._submit_info = vk.VkSubmitInfo(pCommandBuffers=[cb])
 
     def submit(self, before=None, after=None) -> None:
         """Run the recording (optionally with command buffers before/after it) and wait."""
-        dev = self.rt.dev
-        with dev.lock:
-            if before is None and after is None:
-                info = self._submit_info
-            else:
-                info = vk.VkSubmitInfo(pCommandBuffers=[c for c in (before, self.cb, after) if c is not None])
-            self.rt.submit(info)
+        self.rt.submit([c for c in (before, self.cb, after) if c is not None])
+
+    def kernel_times(self) -> list[tuple[str, float]]:
+        """(kernel name, seconds) per dispatch of the last submission of a recording made
+        with profile=True, each kernel timed alone (behind a barrier)."""
+        if self.query_pool is None:
+            raise ValueError("kernel_times: this recording was not made with profile=True")
+        n = self.n_dispatches + 1
+        data = vk.ffi.new("uint64_t[]", n)
+        vk.vkGetQueryPoolResults(self.rt.dev.device, self.query_pool, 0, n, 8 * n, data, 8,
+                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        tick = self.rt.dev.timestamp_period * 1e-9
+        return [(name, (data[i + 1] - data[i]) * tick) for i, name in enumerate(self.names)]
 
     def __del__(self):
         try:
             d = self.rt.dev.device
+            if self.query_pool is not None:
+                vk.vkDestroyQueryPool(d, self.query_pool, None)
             vk.vkFreeCommandBuffers(d, self.rt.dev.command_pool, 1, [self.cb])
             vk.vkDestroyDescriptorPool(d, self.pool, None)
         except Exception:

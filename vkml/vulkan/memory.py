@@ -18,6 +18,8 @@ from .device import Device
 from .vk import vk
 
 BLOCK_SIZE = 64 << 20
+MAPPED_BLOCK_SIZE = 4 << 20
+SMALL = 1 << 16    # bytes below which a range is host-mapped device memory by default
 ALIGN = 256
 
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
@@ -36,7 +38,7 @@ def _round(n: int, a: int = ALIGN) -> int:
 class Block:
     """One VkDeviceMemory + VkBuffer, with a sorted free list of (offset, size)."""
 
-    def __init__(self, dev: Device, size: int, host: bool):
+    def __init__(self, dev: Device, size: int, host: bool, mapped: bool = False):
         self.dev, self.size = dev, size
         d = dev.device
         self.buffer = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(
@@ -44,6 +46,9 @@ class Block:
         req = vk.vkGetBufferMemoryRequirements(d, self.buffer)
         if host:
             t = dev.memory_type(req.memoryTypeBits, _HOST | vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+        elif mapped:
+            t = dev.memory_type(req.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | _HOST,
+                                fallback=vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
         else:
             t = dev.memory_type(req.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
         try:
@@ -55,6 +60,10 @@ class Block:
                                     f"memory on {dev.name} ({type(e).__name__})") from e
         vk.vkBindBufferMemory(d, self.buffer, self.memory, 0)
         self.host_visible = dev.memory_types[t] & _HOST == _HOST
+        # the host reads it at memory speed (a GPU's uncached BAR window it reads at PCIe
+        # speed, tens of MB/s: such memory is written by the host, read back by transfers)
+        self.host_readable = self.host_visible and (
+            dev.is_cpu or bool(dev.memory_types[t] & vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT))
         self.mapped = None
         if self.host_visible:
             ptr = vk.vkMapMemory(d, self.memory, 0, size, 0)
@@ -119,11 +128,13 @@ class Allocator:
     1000
     """
 
-    def __init__(self, dev: Device, block_size: int = BLOCK_SIZE):
+    def __init__(self, dev: Device, block_size: int = BLOCK_SIZE, small: int = SMALL):
         self.dev = dev
         self.block_size = block_size
+        self.small = small
         self.blocks: list[Block] = []
         self.host_blocks: list[Block] = []
+        self.mapped_blocks: list[Block] = []
         self.lock = threading.Lock()
         # Buffers are released by GC finalizers, which can run inside alloc() while the lock
         # is held; they only append here (atomic under the GIL) and alloc drains the list.
@@ -140,16 +151,22 @@ class Allocator:
                 f"must fit in one storage buffer binding. Split it into smaller arrays.")
 
     def alloc(self, nbytes: int, what: str = "allocation", host: bool = False,
-              bound: bool = True) -> Buffer:
+              bound: bool = True, mapped: bool | None = None) -> Buffer:
         """A range of at least nbytes (a zero-byte request still gets an aligned slot).
 
         bound: the range is bound whole to one descriptor, so it must fit the device's
         maxStorageBufferRange; an arena of many tensors (bound piecewise) passes False.
+        host: in host memory (staging). mapped: device-local memory the host can write
+        (a GPU's BAR window) where there is such memory, so that the host reads and writes
+        it by memcpy instead of a transfer submission; plain device memory where there is
+        not. By default small ranges (scalars, small arrays, jit slots) are mapped.
         """
         if bound:
             self._check(nbytes, what)
+        if mapped is None:
+            mapped = nbytes < self.small and not host
         cap = _round(max(nbytes, 4))
-        pool = self.host_blocks if host else self.blocks
+        pool = self.host_blocks if host else self.mapped_blocks if mapped else self.blocks
         with self.lock:
             self._drain()
             for b in pool:
@@ -157,8 +174,15 @@ class Allocator:
                 if off is not None:
                     break
             else:
-                size = max(self.block_size, _round(cap, 1 << 20))
-                b = Block(self.dev, size, host)
+                # the BAR window may be as small as 256 MiB: take it in small blocks
+                size = max(self.block_size if not mapped else MAPPED_BLOCK_SIZE, _round(cap, 1 << 20))
+                try:
+                    b = Block(self.dev, size, host, mapped)
+                except OutOfDeviceMemory:
+                    if not mapped:
+                        raise
+                    pool = self.blocks      # the BAR window is full: plain device memory
+                    b = Block(self.dev, max(self.block_size, _round(cap, 1 << 20)), host)
                 pool.append(b)
                 off = b.alloc(cap)
             self.live_bytes += cap
@@ -184,7 +208,7 @@ class Allocator:
         with self.lock:
             self._drain()
             self.epoch += 1
-            for pool in (self.blocks, self.host_blocks):
+            for pool in (self.blocks, self.host_blocks, self.mapped_blocks):
                 for b in [b for b in pool if b.free == [(0, b.size)]]:
                     pool.remove(b)
                     b.destroy()

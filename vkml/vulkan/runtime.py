@@ -29,13 +29,18 @@ class Runtime:
         # A GPU signals its fence tens of microseconds before a blocking wait wakes up, so
         # the host polls for a while first; a CPU device (lavapipe) needs that core itself.
         self.spin_s = 0.0 if self.dev.is_cpu else SPIN_S
+        self._copier = None
 
-    def submit(self, info) -> None:
-        """Submit one VkSubmitInfo and wait for it to finish (one fence, reused: every
-        submission is waited for before the next, under the device lock)."""
-        lib, d = vk.lib, self.dev.device
+    def submit(self, cbs: list) -> None:
+        """Submit command buffers (run in order) and wait for them to finish (one fence,
+        reused: every submission is waited for before the next, under the device lock)."""
+        lib, ffi, d = vk.lib, vk.ffi, self.dev.device
+        info = ffi.new("VkSubmitInfo*")
+        info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        arr = ffi.new("VkCommandBuffer[]", cbs)
+        info.commandBufferCount, info.pCommandBuffers = len(cbs), arr
         with self.dev.lock:
-            r = lib.vkQueueSubmit(self.dev.queue, 1, vk.ffi.addressof(info), self._fence)
+            r = lib.vkQueueSubmit(self.dev.queue, 1, info, self._fence)
             if r != 0:
                 raise RuntimeError(f"vkml: vkQueueSubmit failed with VkResult {r} on {self.dev.name}")
             if self.spin_s:
@@ -62,27 +67,13 @@ class Runtime:
         self.check_dtypes(graph)
         return self.executor.run(graph, inputs)
 
-    def _copy(self, src, src_off, dst, dst_off, n) -> None:
-        d = self.dev.device
+    def _copy(self, src: Buffer, dst: Buffer, n: int) -> None:
+        """Copy n bytes from src to dst on the device and wait."""
+        from .transfer import CopyCommands
         with self.dev.lock:
-            cb = vk.vkAllocateCommandBuffers(d, vk.VkCommandBufferAllocateInfo(
-                commandPool=self.dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                commandBufferCount=1))[0]
-            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
-                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-            barrier = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT,
-                                         dstAccessMask=vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
-            vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                    0, 1, [barrier], 0, None, 0, None)
-            region = vk.VkBufferCopy(srcOffset=src_off, dstOffset=dst_off, size=n)
-            vk.vkCmdCopyBuffer(cb, src, dst, 1, [region])
-            after = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                                       dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_SHADER_READ_BIT)
-            vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                                    0, 1, [after], 0, None, 0, None)
-            vk.vkEndCommandBuffer(cb)
-            self.submit(vk.VkSubmitInfo(pCommandBuffers=[cb]))
-            vk.vkFreeCommandBuffers(d, self.dev.command_pool, 1, [cb])
+            if self._copier is None:
+                self._copier = CopyCommands(self)
+            self.submit([self._copier.record([(src, dst, n)])])
 
     def upload(self, raw: np.ndarray, what: str = "asarray") -> Buffer:
         """A new device buffer holding raw's bytes (raw is already in device representation)."""
@@ -101,7 +92,7 @@ class Runtime:
         else:
             st = self.allocator.alloc(n, "staging", host=True)
             st.block.mapped[st.offset:st.offset + n] = src
-            self._copy(st.block.buffer, st.offset, buf.block.buffer, buf.offset, n)
+            self._copy(st, buf, n)
             st.release()
         return buf
 
@@ -110,10 +101,10 @@ class Runtime:
         n = buf.nbytes if nbytes is None else nbytes
         if n == 0:
             return np.zeros(0, np.uint8)
-        if buf.block.mapped is not None:
+        if buf.block.host_readable or (buf.block.mapped is not None and n <= 64):
             return buf.block.mapped[buf.offset:buf.offset + n].copy()
         st = self.allocator.alloc(n, "staging", host=True)
-        self._copy(buf.block.buffer, buf.offset, st.block.buffer, st.offset, n)
+        self._copy(buf, st, n)
         out = st.block.mapped[st.offset:st.offset + n].copy()
         st.release()
         return out

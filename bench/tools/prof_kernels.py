@@ -1,0 +1,154 @@
+"""Per-kernel device times (Jitted.profile) of the large MLP step and the chain, grouped by
+kernel name: where a workload's time goes. Usage: python bench/tools/prof_kernels.py [mlp|chain|all] [scale]"""
+import collections
+import sys
+
+import numpy as np
+
+import vkml
+import vkml.numpy as vnp
+from vkml import optim
+from vkml.nn import functional as F
+
+
+def table(title, times):
+    tot = sum(t for _, t in times)
+    print(f"== {title}: {len(times)} kernels, {tot * 1e3:.3f} ms of kernel time")
+    by = collections.defaultdict(lambda: [0.0, 0])
+    for n, t in times:
+        by[n][0] += t
+        by[n][1] += 1
+    for n, (t, c) in sorted(by.items(), key=lambda kv: -kv[1][0])[:25]:
+        print(f"   {n:40s} x{c:3d} {t * 1e3:9.3f} ms  {100 * t / tot:5.1f}%")
+
+
+def mlp(batch=4096, dims=(1024, 4096, 4096, 10)):
+    rng = np.random.default_rng(0)
+    p = [(vnp.asarray((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)),
+          vnp.asarray(np.zeros(b, np.float32))) for a, b in zip(dims[:-1], dims[1:])]
+    x = vnp.asarray(rng.standard_normal((batch, dims[0])).astype(np.float32))
+    y = vnp.asarray(rng.integers(0, dims[-1], batch).astype(np.int32))
+    opt = optim.sgd(0.01)
+
+    def loss_fn(p, xb, yb):
+        h = xb
+        for k, (w, b) in enumerate(p):
+            h = h @ w + b
+            if k < len(p) - 1:
+                h = F.relu(h)
+        return F.cross_entropy(h, yb)
+
+    def step(p, s, xb, yb):
+        loss, g = vkml.value_and_grad(loss_fn)(p, xb, yb)
+        upd, s = opt.update(g, s, p)
+        return optim.apply_updates(p, upd), s, loss
+    j = vkml.jit(step)
+    s = opt.init(p)
+    j.profile(p, s, x, y)
+    times = j.profile(p, s, x, y)
+    table(f"MLP step batch {batch}, {dims}", times)
+    for n, t in times:
+        print(f"      {n:40s} {t * 1e6:9.1f} us")
+
+
+def chain(n):
+    x = vnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32))
+    f = vkml.jit(lambda v: vnp.tanh(2 * v + 1) * vnp.exp(-v) + vnp.sqrt(v + 1) - v * v)
+    f.profile(x)
+    table(f"chain {n >> 20}M", f.profile(x))
+    g = vkml.jit(lambda v: v + 1.0)
+    g.profile(x)
+    table(f"v + 1 {n >> 20}M", g.profile(x))
+
+
+def chain_variants(n):
+    """The chain kernel with other rounds per thread / workgroup sizes (GPU tuning)."""
+    from vkml.vulkan.lower import elementwise as ew
+    rounds, local = ew._rounds, ew._local_size
+    x = vnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32))
+    for R in (1, 2, 4):
+        for lx in (64, 128, 256, 512):
+            ew._rounds = lambda nv, W, weight, R=R: R
+            ew._local_size = lambda dev, threads, lx=lx: lx
+            for name, fn in [("chain", lambda v: vnp.tanh(2 * v + 1) * vnp.exp(-v) + vnp.sqrt(v + 1) - v * v),
+                             ("v+1", lambda v: v + 1.0)]:
+                f = vkml.jit(fn)
+                f.profile(x)
+                t = min(sum(s for _, s in f.profile(x)) for _ in range(3))
+                print(f"   R={R} lx={lx:4d} {name:6s} {t * 1e6:8.1f} us  {8 * n / t / 1e9:7.1f} GB/s")
+    ew._rounds, ew._local_size = rounds, local
+
+
+def matmul_sweep(n=4096):
+    """Kernel time of an n^3 float32 matmul per shared-memory tiling (GPU tuning)."""
+    from vkml.vulkan.lower import matmul as mm
+    rng = np.random.default_rng(0)
+    a = vnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
+    b = vnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
+    for tm, tn, bm, bn, bk in [(16, 8, 128, 128, 16), (16, 8, 128, 128, 8), (8, 8, 128, 128, 8),
+                               (8, 8, 128, 128, 16), (8, 16, 128, 128, 16), (16, 16, 128, 128, 8),
+                               (8, 8, 64, 128, 16), (16, 8, 128, 64, 16), (8, 4, 64, 64, 16),
+                               (16, 8, 256, 128, 8), (8, 8, 128, 64, 16)]:
+        mm.set_tiling(mm.Tiling("shared", tm=tm, tn=tn, bm=bm, bn=bn, bk=bk))
+        f = vkml.jit(lambda p, q: p @ q)
+        try:
+            f.profile(a, b)
+            t = min(sum(s for _, s in f.profile(a, b)) for _ in range(3))
+        except Exception as e:   # a tiling the device cannot take
+            print(f"   {tm}x{tn} in {bm}x{bn}x{bk}: {type(e).__name__}: {e}")
+            continue
+        print(f"   {tm}x{tn} in {bm}x{bn}x{bk}: {t * 1e3:7.3f} ms  {2 * n ** 3 / t / 1e12:6.2f} TF/s")
+    mm.set_tiling(None)
+
+
+def mlp_wall(batch=4096, dims=(1024, 4096, 4096, 10)):
+    """Wall time per jitted MLP step against its kernel time, and the recording cache."""
+    import time
+    rng = np.random.default_rng(0)
+    p = [(vnp.asarray((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)),
+          vnp.asarray(np.zeros(b, np.float32))) for a, b in zip(dims[:-1], dims[1:])]
+    x = vnp.asarray(rng.standard_normal((batch, dims[0])).astype(np.float32))
+    y = vnp.asarray(rng.integers(0, dims[-1], batch).astype(np.int32))
+    opt = optim.sgd(0.01)
+
+    def loss_fn(p, xb, yb):
+        h = xb
+        for k, (w, b) in enumerate(p):
+            h = h @ w + b
+            if k < len(p) - 1:
+                h = F.relu(h)
+        return F.cross_entropy(h, yb)
+
+    def step(p, s, xb, yb):
+        loss, g = vkml.value_and_grad(loss_fn)(p, xb, yb)
+        upd, s = opt.update(g, s, p)
+        return optim.apply_updates(p, upd), s, loss
+    j = vkml.jit(step, donate_argnums=(0, 1))
+    s = opt.init(p)
+    walls = []
+    for _ in range(8):
+        t0 = time.perf_counter()
+        p, s, loss = j(p, s, x, y)
+        walls.append(time.perf_counter() - t0)
+    c = j._entry((p, s, x, y))[0][0]
+    rec = c.recording
+    t0 = time.perf_counter()
+    rec.submit()
+    sub = time.perf_counter() - t0
+    print(f"== MLP wall per step {[round(w * 1e3, 2) for w in walls]} ms; recording alone {sub * 1e3:.2f} ms; "
+          f"misses {c.misses} of {c.calls} calls, direct={c.direct}")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "all"
+    scale = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+    if what in ("chain", "all"):
+        chain(int((16 << 20) * scale))
+    if what == "sweep":
+        matmul_sweep()
+    if what == "mlpwall":
+        mlp_wall()
+    if what in ("variants",):
+        chain_variants(int((16 << 20) * scale))
+    if what in ("mlp", "all"):
+        mlp(int(4096 * scale)) if scale != 1.0 else mlp()
