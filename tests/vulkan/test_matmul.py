@@ -127,3 +127,40 @@ def test_cpu_tiling_shrinks_to_small_operands():
     t = mm.choose_tiling(dev, np.float64, 100, 100, 100)  # doubles: at most 4 per load
     assert t.wb == 4 and t.wa == 2
     assert mm.choose_tiling(_fake(True, 8, 32 << 10, 1024, int64=False), np.float32, 64, 64, 64).wb == 4
+
+
+@pytest.mark.parametrize("which", ["A.T", "B.T", "both"])
+@pytest.mark.parametrize("shapes", [((65, 129), (129, 66)), ((40, 17), (17, 129)),
+                                    ((3, 2, 33, 24), (2, 24, 9))],
+                         ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
+def test_transposed_operands_read_in_place(which, shapes):
+    """Under jit the shared kernel reads a transposed operand where it lies (no Permute
+    kernel); results match NumPy and the transposes are gone from the schedule."""
+    import vkml
+    from vkml.vulkan import fusion
+    sa, sb = shapes
+    a = RNG.uniform(-2, 2, sa).astype(np.float32)
+    b = RNG.uniform(-2, 2, sb).astype(np.float32)
+    ta, tb = which in ("A.T", "both"), which in ("B.T", "both")
+    # the arrays hold the transposes; the function transposes them back into A and B
+    at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+    bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+
+    def f(x, y):
+        return ((vnp.swapaxes(x, -1, -2) if ta else x) + 0.0) @ (vnp.swapaxes(y, -1, -2) if tb else y)
+
+    def g(x, y):   # the transposes read straight from the inputs
+        return (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    mm.set_tiling(mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4))
+    try:
+        for fn in (f, g):
+            jf = vkml.jit(fn)
+            got = np.asarray(jf(vnp.asarray(at), vnp.asarray(bt)))
+            np.testing.assert_allclose(got, want, rtol=0, atol=64 * EPS32 * np.sqrt(sa[-1]))
+            groups = fusion.schedule(jf.lower(vnp.asarray(at), vnp.asarray(bt)).graph)
+            assert not any(gr.node is not None and gr.node.op is OpKind.Permute for gr in groups)
+            mmg = [gr for gr in groups if gr.node is not None and gr.node.op is OpKind.MatMul]
+            assert len(mmg) == 1 and mmg[0].transposed == (ta, tb)
+    finally:
+        mm.set_tiling(None)

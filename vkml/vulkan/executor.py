@@ -194,6 +194,9 @@ def _lower_group(g, views: dict, out: View, ctx: LowerCtx) -> None:
             g.epilogue, [None if l is g.node else views[l.id] for l in g.epilogue.leaves])
         ins = [views[i.id] for i in g.node.inputs] if pro is None else [None]
         family(SPECS[g.node.op].kernel).lower(g.node, ins, out, ctx, prologue=pro, epilogue=epi)
+    elif g.operands is not None:
+        family(SPECS[g.node.op].kernel).lower(g.node, [views[i.id] for i in g.operands], out, ctx,
+                                              transposed=g.transposed)
     else:
         family(SPECS[g.node.op].kernel).lower(g.node, [views[i.id] for i in g.node.inputs], out, ctx)
 

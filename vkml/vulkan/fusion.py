@@ -347,6 +347,8 @@ class Group:
     prologue: Region | None = None
     epilogue: Region | None = None
     reads: tuple = ()
+    operands: tuple | None = None    # read in place of node.inputs (a transpose folded in)
+    transposed: tuple = ()           # per operand: it is the transpose of what is read
 
     @property
     def nodes(self) -> int:
@@ -401,6 +403,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     by_id = {n.id: n for n in nodes}
     mat: set[int] = set()       # region roots written to memory
     pro: set[int] = set()       # region roots read by a reduction's kernel (prologues)
+    folded = _fold_transposes(nodes, kind, mat)
     for n in nodes:
         k = kind[n.id]
         if k in ("leaf", "opaque"):
@@ -408,7 +411,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
         if n.id in outs:
             mat.add(n.id)
             continue
-        opq = [c for c in cons[n.id] if kind[c.id] == "opaque"]
+        opq = [c for c in cons[n.id] if kind[c.id] == "opaque" and (c.id, n.id) not in folded["pairs"]]
         if opq:
             if len(cons[n.id]) == 1 and _is_reduce(opq[0]):
                 pro.add(n.id)
@@ -428,7 +431,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
             if n.id in mat or n.id in pro:
                 member[n.id] = frozenset((n.id,))
                 continue
-            s = frozenset().union(*(member[c.id] for c in cons[n.id]))
+            s = frozenset().union(*(member.get(c.id, frozenset()) for c in cons[n.id]))
             if k in ("move", "full") or len(s) <= 1 or (n.id in cheap and len(s) <= MAX_COPIES):
                 member[n.id] = s          # movement, constants, cheap ops: repeated where used
             else:
@@ -493,9 +496,52 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
         elif k == "opaque" and n.id not in fused_reduce:
             if _is_reduce(n):
                 groups.append(_reduce_group(n, regions, pro, None, n))
+            elif n.id in folded:
+                ops, tr = folded[n.id]
+                groups.append(Group(n, node=n, reads=ops, operands=ops, transposed=tr))
             else:
                 groups.append(Group(n, node=n, reads=n.inputs))
     return groups
+
+
+FOLD_TRANSPOSES = True   # tests turn it off to compare with materialised transposes
+
+
+def _is_transpose(n: Node) -> bool:
+    """A Permute swapping the last two axes and keeping the others."""
+    if n.op is not OpKind.Permute:
+        return False
+    p, r = tuple(n.attrs["perm"]), len(n.shape)
+    return r >= 2 and p[:-2] == tuple(range(r - 2)) and p[-2:] == (r - 1, r - 2)
+
+
+def _fold_transposes(nodes, kind, mat: set) -> dict:
+    """MatMuls that read a transposed operand in place (the shared-memory kernel GPUs use
+    reads either layout; lavapipe's subgroup kernel wants rows, so there it is copied).
+
+    Returns {matmul id: (operands, transposed flags)} plus "pairs": the (matmul id,
+    transpose id) edges that need no materialised transpose. A computed (elementwise)
+    source is materialised instead."""
+    out: dict = {"pairs": set()}
+    if not FOLD_TRANSPOSES:
+        return out
+    from .device import get
+    from .lower.matmul import choose_tiling
+    for n in nodes:
+        if n.op is not OpKind.MatMul or choose_tiling(get(), n.dtype, 1, 1, 1).strategy != "shared":
+            continue
+        ops, tr = list(n.inputs), [False, False]
+        for j, i in enumerate(n.inputs):
+            if _is_transpose(i) and kind[i.inputs[0].id] in ("leaf", "opaque", "ew"):
+                ops[j], tr[j] = i.inputs[0], True
+        if any(tr):
+            out[n.id] = (tuple(ops), tuple(tr))
+            for j, i in enumerate(n.inputs):
+                if tr[j]:
+                    out["pairs"].add((n.id, i.id))
+                    if kind[ops[j].id] == "ew":
+                        mat.add(ops[j].id)
+    return out
 
 
 def _reduce_group(rd: Node, regions, pro, epi: Region | None, out: Node) -> Group:
