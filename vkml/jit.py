@@ -312,7 +312,8 @@ class Lowering:
         self.kernel_count = len(c.lowered.dispatches)
         self.peak_bytes = c.plan.peak_bytes
         self.arena_bytes = c.plan.arena_bytes
-        self.barrier_count = c.recording.barriers if c.recording is not None else 0
+        from .vulkan.executor import barriers_before
+        self.barrier_count = sum(barriers_before(c.lowered.dispatches))
 
     def __repr__(self):
         return (f"Lowering(ops={self.op_count}, kernels={self.kernel_count}, "

@@ -284,6 +284,25 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     return Lowered(p, dispatches, outs, arena, list(held.values()))
 
 
+def barriers_before(dispatches: list) -> list[bool]:
+    """Per dispatch: does it need a barrier first? Yes where it reads or writes a byte
+    range written since the last barrier, or writes one read since then."""
+    def hit(a, bs):
+        return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in bs)
+    out, written, read = [], [], []
+    for ds in dispatches:
+        rr = [(v.region, v.offset, v.offset + v.nbytes) for v in ds.views]
+        ws = [rr[i] for i in ds.writes]
+        rs = [r for i, r in enumerate(rr) if i not in ds.writes]
+        need = any(hit(r, written) for r in rs + ws) or any(hit(w, read) for w in ws)
+        if need:
+            written, read = [], []
+        out.append(need)
+        written += ws
+        read += rs
+    return out
+
+
 _BARRIER_SRC = (vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT)
 _BARRIER_DST = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
                 | vk.VK_ACCESS_HOST_READ_BIT)
@@ -366,27 +385,16 @@ class Recording:
             vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
                                     vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [barrier],
                                     0, None, 0, None)
-            written: list[tuple] = []
-            read: list[tuple] = []
             self.barriers = 0
             maxx, maxy = dev.max_workgroup_count[0], dev.max_workgroup_count[1]
-
-            def hit(a, bs):
-                return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in bs)
             if profile:
                 vk.vkCmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, self.query_pool, 0)
-            for q, (ds, s) in enumerate(zip(dispatches, sets)):
-                rr = [(v.region, v.offset, v.offset + v.nbytes) for v in ds.views]
-                ws = [rr[i] for i in ds.writes]
-                rs = [r for i, r in enumerate(rr) if i not in ds.writes]
-                if profile or any(hit(r, written) for r in rs + ws) or any(hit(w, read) for w in ws):
+            for q, (ds, s, hazard) in enumerate(zip(dispatches, sets, barriers_before(dispatches))):
+                if profile or hazard:
                     vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                                             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                                             [barrier], 0, None, 0, None)
                     self.barriers += 1
-                    written, read = [], []
-                written += ws
-                read += rs
                 vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.pipeline)
                 vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.layout,
                                            0, 1, [s], 0, None)
