@@ -284,6 +284,11 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     return Lowered(p, dispatches, outs, arena, list(held.values()))
 
 
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise RuntimeError(f"vkml: {what} failed with VkResult {result}")
+
+
 def barriers_before(dispatches: list) -> list[bool]:
     """Per dispatch: does it need a barrier first? Yes where it reads or writes a byte
     range written since the last barrier, or writes one read since then."""
@@ -345,71 +350,94 @@ class Recording:
         self.meta_offs, self.meta_total = offs, total
         mb, mh = self.meta_buf, self.meta_host
         n_bind = sum(len(ds.views) + 1 for ds in dispatches)
+        # Raw cffi calls (the `vulkan` wrappers cost 15-25 us each on a GPU host, and an
+        # eager operator makes a recording every time)
+        ffi, lib, null = vk.ffi, vk.lib, vk.ffi.NULL
+        n = len(dispatches)
         with dev.lock:
-            self.pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(
-                maxSets=max(len(dispatches), 1),
-                pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                    descriptorCount=max(n_bind, 1))]), None)
-            sets = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
-                descriptorPool=self.pool, descriptorSetCount=len(dispatches),
-                pSetLayouts=[ds.kernel.set_layout for ds in dispatches])) if dispatches else []
-            writes, keep = [], []
-            for ds, s, o in zip(dispatches, sets, offs):
-                infos = [vk.VkDescriptorBufferInfo(buffer=mb.block.buffer, offset=mb.offset + o * 4,
-                                                   range=max(ds.meta.size, 1) * 4)]
-                infos += [vk.VkDescriptorBufferInfo(buffer=v.vkbuf, offset=v.offset,
-                                                    range=max(v.nbytes, 4)) for v in ds.views]
-                keep.append(infos)
-                for b, info in enumerate(infos):
-                    writes.append(vk.VkWriteDescriptorSet(
-                        dstSet=s, dstBinding=b, descriptorCount=1,
-                        descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[info]))
-            if writes:
-                vk.vkUpdateDescriptorSets(d, len(writes), writes, 0, None)
-            self.cb = vk.vkAllocateCommandBuffers(d, vk.VkCommandBufferAllocateInfo(
-                commandPool=dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                commandBufferCount=1))[0]
-            cb = self.cb
-            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(flags=0))
+            size = ffi.new("VkDescriptorPoolSize*")
+            size.type, size.descriptorCount = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max(n_bind, 1)
+            pci = ffi.new("VkDescriptorPoolCreateInfo*")
+            pci.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO
+            pci.maxSets, pci.poolSizeCount, pci.pPoolSizes = max(n, 1), 1, size
+            pool = ffi.new("VkDescriptorPool*")
+            _check(lib.vkCreateDescriptorPool(d, pci, null, pool), "vkCreateDescriptorPool")
+            self.pool = pool[0]
+            sets = ffi.new("VkDescriptorSet[]", max(n, 1))
+            if n:
+                layouts = ffi.new("VkDescriptorSetLayout[]", [ds.kernel.set_layout for ds in dispatches])
+                ai = ffi.new("VkDescriptorSetAllocateInfo*")
+                ai.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
+                ai.descriptorPool, ai.descriptorSetCount, ai.pSetLayouts = self.pool, n, layouts
+                _check(lib.vkAllocateDescriptorSets(d, ai, sets), "vkAllocateDescriptorSets")
+                infos = ffi.new("VkDescriptorBufferInfo[]", n_bind)
+                writes = ffi.new("VkWriteDescriptorSet[]", n)
+                k = 0
+                for i, (ds, o) in enumerate(zip(dispatches, offs)):
+                    # one write per set: a count past binding 0 continues into bindings
+                    # 1, 2, ... (all storage buffers with the same stage flags)
+                    w = writes[i]
+                    w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+                    w.dstSet, w.dstBinding, w.dstArrayElement = sets[i], 0, 0
+                    w.descriptorCount = len(ds.views) + 1
+                    w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                    w.pBufferInfo = infos + k
+                    inf = infos[k]
+                    inf.buffer, inf.offset, inf.range = mb.block.buffer, mb.offset + o * 4, max(ds.meta.size, 1) * 4
+                    k += 1
+                    for v in ds.views:
+                        inf = infos[k]
+                        inf.buffer, inf.offset, inf.range = v.vkbuf, v.offset, max(v.nbytes, 4)
+                        k += 1
+                lib.vkUpdateDescriptorSets(d, n, writes, 0, null)
+            cbi = ffi.new("VkCommandBufferAllocateInfo*")
+            cbi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO
+            cbi.commandPool, cbi.level, cbi.commandBufferCount = dev.command_pool, vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1
+            self._cbs = ffi.new("VkCommandBuffer[1]")
+            _check(lib.vkAllocateCommandBuffers(d, cbi, self._cbs), "vkAllocateCommandBuffers")
+            cb = self.cb = self._cbs[0]
+            bi = ffi.new("VkCommandBufferBeginInfo*")
+            bi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+            lib.vkBeginCommandBuffer(cb, bi)
             if profile:
                 # a timestamp before the first dispatch and after each, every dispatch
                 # behind a barrier: each interval is one kernel alone
                 self.query_pool = vk.vkCreateQueryPool(d, vk.VkQueryPoolCreateInfo(
-                    queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=len(dispatches) + 1), None)
-                vk.vkCmdResetQueryPool(cb, self.query_pool, 0, len(dispatches) + 1)
+                    queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=n + 1), None)
+                lib.vkCmdResetQueryPool(cb, self.query_pool, 0, n + 1)
             if mh is not mb:
-                vk.vkCmdCopyBuffer(cb, mh.block.buffer, mb.block.buffer, 1, [vk.VkBufferCopy(
-                    srcOffset=mh.offset, dstOffset=mb.offset, size=total * 4)])
-            barrier = vk.VkMemoryBarrier(srcAccessMask=_BARRIER_SRC, dstAccessMask=_BARRIER_DST)
+                region = ffi.new("VkBufferCopy*")
+                region.srcOffset, region.dstOffset, region.size = mh.offset, mb.offset, total * 4
+                lib.vkCmdCopyBuffer(cb, mh.block.buffer, mb.block.buffer, 1, region)
+            barrier = ffi.new("VkMemoryBarrier*")
+            barrier.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
+            barrier.srcAccessMask, barrier.dstAccessMask = _BARRIER_SRC, _BARRIER_DST
+            compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
             # writes of earlier submissions and of the host become visible here
-            vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
-                                    vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [barrier],
-                                    0, None, 0, None)
+            lib.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                                     compute, 0, 1, barrier, 0, null, 0, null)
             self.barriers = 0
             maxx, maxy = dev.max_workgroup_count[0], dev.max_workgroup_count[1]
             if profile:
-                vk.vkCmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, self.query_pool, 0)
-            for q, (ds, s, hazard) in enumerate(zip(dispatches, sets, barriers_before(dispatches))):
+                lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, 0)
+            bind = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+            for q, (ds, hazard) in enumerate(zip(dispatches, barriers_before(dispatches))):
                 if profile or hazard:
-                    vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                            vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                                            [barrier], 0, None, 0, None)
+                    lib.vkCmdPipelineBarrier(cb, compute, compute, 0, 1, barrier, 0, null, 0, null)
                     self.barriers += 1
-                vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.pipeline)
-                vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, ds.kernel.layout,
-                                           0, 1, [s], 0, None)
+                lib.vkCmdBindPipeline(cb, bind, ds.kernel.pipeline)
+                lib.vkCmdBindDescriptorSets(cb, bind, ds.kernel.layout, 0, 1, sets + q, 0, null)
                 gx = min(ds.groups, maxx)
                 gy = -(-ds.groups // gx)
                 if gy > maxy:
                     raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
-                vk.vkCmdDispatch(cb, gx, gy, 1)
+                lib.vkCmdDispatch(cb, gx, gy, 1)
                 if profile:
-                    vk.vkCmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, self.query_pool, q + 1)
+                    lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, q + 1)
             # results become visible to the host and to later transfers
-            vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                    vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
-                                    0, 1, [barrier], 0, None, 0, None)
-            vk.vkEndCommandBuffer(cb)
+            lib.vkCmdPipelineBarrier(cb, compute, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                                     0, 1, barrier, 0, null, 0, null)
+            _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
 
     def submit(self, before=None, after=None) -> None:
         """Run the recording (optionally with command buffers before/after it) and wait."""
@@ -432,8 +460,8 @@ class Recording:
             d = self.rt.dev.device
             if self.query_pool is not None:
                 vk.vkDestroyQueryPool(d, self.query_pool, None)
-            vk.vkFreeCommandBuffers(d, self.rt.dev.command_pool, 1, [self.cb])
-            vk.vkDestroyDescriptorPool(d, self.pool, None)
+            vk.lib.vkFreeCommandBuffers(d, self.rt.dev.command_pool, 1, self._cbs)
+            vk.lib.vkDestroyDescriptorPool(d, self.pool, vk.ffi.NULL)
         except Exception:
             pass
 
