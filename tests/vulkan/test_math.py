@@ -127,6 +127,34 @@ def test_sweep(name, dtype):
                              f"got {got[ok][i]!r}, want {want[ok][i]!r} (bound {bound} ulp)")
 
 
+# Where the float32 formulas change (math32.glsl computes both sides and selects, or the
+# reduction's k steps, or x is clamped): every float within 4000 of each point, held to the
+# sweep's bound. Random sweeps hit such seams only by chance.
+_SEAMS32 = {
+    "exp": [-103.97, -87.34, -0.3466, 0.3466, 88.72],          # subnormal / normal, k = 0, overflow
+    "expm1": [-17.67, -17.33, -1.0397, -0.3466, 0.3466, 1.0397, 16.64, 16.98, 88.72],
+    "tanh": [0.1733, 0.52, 0.55, 8.49, 8.84, 9.01, 9.1],      # polynomial / exp, k steps, clamp
+}
+
+
+@pytest.mark.parametrize("name", list(_SEAMS32))
+def test_float32_seams(name):
+    op, oracle, _, bounds = _SWEEPS[name]
+    c = np.array(_SEAMS32[name], F32).view(np.int32)
+    x = (c[:, None] + np.arange(-4000, 4000, dtype=np.int32)).ravel().view(F32)
+    got = _run(op, x)
+    with np.errstate(all="ignore"):
+        want = np.asarray(oracle(x.astype(_LD))).astype(_LD)
+        ok = np.isfinite(want.astype(F32))
+    assert (np.isinf(got) == ~ok).all(), f"{name}: overflow threshold moved"
+    if flushes_subnormals():                # NVIDIA: subnormal results may come back as 0
+        ok &= np.abs(want) >= np.finfo(F32).tiny
+    err = _ulps(got[ok], want[ok], F32)     # subnormal results in units of the smallest one
+    i = int(np.argmax(err))
+    assert err[i] <= bounds[F32], (f"{name} float32: {float(err[i]):.2f} ulp at x={x[ok][i]!r}: "
+                                   f"got {got[ok][i]!r}, want {want[ok][i]!r}")
+
+
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["float32", "float64"])
 def test_pow_sweep(dtype):
     """x^y over the whole range of results: exp(y log x) magnifies log's error by |y log x|

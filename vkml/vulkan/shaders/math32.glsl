@@ -16,10 +16,12 @@ float vk_f_nan() { return uintBitsToFloat(0x7fc00000u); }
 // 2^k for k in [-126, 127], built from its bits (exp2() may be approximate)
 float vk_f_pow2(int k) { return intBitsToFloat((k + 127) << 23); }
 
-// y * 2^k with a single rounding (only the second multiply can leave the normal range)
+// y * 2^k with a single rounding, for y in [1/2, 2) and k in [-150, 128]: y 2^k1 is normal
+// and exact (an integer add to y's exponent field), and only the multiply by 2^(k - k1) can
+// leave the normal range. k >> 1, not k / 2: signed division needs a fix-up for negative k.
 float vk_f_scale(float y, int k) {
-    int k1 = k / 2;
-    return (y * vk_f_pow2(k1)) * vk_f_pow2(k - k1);
+    int k1 = k >> 1;
+    return intBitsToFloat(floatBitsToInt(y) + (k1 << 23)) * vk_f_pow2(k - k1);
 }
 
 // a * b - fl(a * b) exactly (Dekker), for |a|, |b| well inside the float range
@@ -38,23 +40,40 @@ const float VK_F_LN2_HI = 0.693145751953125;      // 16 bits: k * LN2_HI is exac
 const float VK_F_LN2_LO = 1.428606765330187e-06;
 const float VK_F_LOG2E = 1.4426950408889634;
 
-// exp(r) - 1 for |r| <= 0.35: Taylor series, truncation below 2^-26 relative
-float vk_f_expm1k(float r) {
-    return r + r * r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664
-           + r * (0.008333333333333333 + r * (0.001388888888888889 + r * (0.0001984126984126984
-           + r * 2.48015873015873e-05))))));
+// exp(r) - 1 for |r| <= 0.35 as r + r^2 u(r), u a minimax fit to (exp(r) - 1 - r) / r^2 with
+// float coefficients. Degree 4, fitted to the error in ulp of exp(r) (under 0.05 ulp), is
+// enough where the result is 1 + p (exp, tanh): one term shorter than the Taylor series used
+// before. expm1 returns p itself or cancels part of it (k = 1: p + 1/2), so it takes degree
+// 5 (u within 2^-27.9 relative).
+float vk_f_expm1k4(float r) {
+    float u = 0.5 + r * (0.16666542 + r * (0.041667383 + r * (0.008366764 + r * 0.0013851123)));
+    return r + r * r * u;
+}
+float vk_f_expm1k5(float r) {
+    float u = 0.5 + r * (0.16666667 + r * (0.04166653 + r * (0.008333245 + r * (0.0013928752
+              + r * 0.00019908798))));
+    return r + r * r * u;
 }
 
-// exp(x + xl) for |xl| <= ulp(x): Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2
+// exp(x + xl) for |xl| <= ulp(x): Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2.
+// No branches (lavapipe runs both sides of a divergent if under a lane mask, and early
+// returns cost masks too): x is clamped to [-104, 89], where the scale itself rounds the
+// result to 0 or inf (k = -150 or 128), and nan is put back by a select. roundEven is one
+// instruction where floor(v + 0.5) is two.
 float vk_f_exp2(float x, float xl) {
-    if (isnan(x)) return x;
-    if (x > 89.0) return vk_f_inf();           // k = 128 still rounds to inf via the scale
-    if (x < -104.0) return 0.0;
-    float k = floor(x * VK_F_LOG2E + 0.5);
-    precise float r = ((x - k * VK_F_LN2_HI) - k * VK_F_LN2_LO) + xl;
-    return vk_f_scale(1.0 + vk_f_expm1k(r), int(k));
+    float xc = min(max(x, -104.0), 89.0);
+    float k = roundEven(xc * VK_F_LOG2E);
+    precise float r = ((xc - k * VK_F_LN2_HI) - k * VK_F_LN2_LO) + xl;
+    float e = vk_f_scale(1.0 + vk_f_expm1k4(r), int(k));
+    return isnan(x) ? x : e;
 }
-float vk_exp(float x) { return vk_f_exp2(x, 0.0); }
+float vk_exp(float x) {                          // vk_f_exp2(x, 0) without the + 0
+    float xc = min(max(x, -104.0), 89.0);
+    float k = roundEven(xc * VK_F_LOG2E);
+    precise float r = (xc - k * VK_F_LN2_HI) - k * VK_F_LN2_LO;
+    float e = vk_f_scale(1.0 + vk_f_expm1k4(r), int(k));
+    return isnan(x) ? x : e;
+}
 
 // log(1 + f) for f exactly representable, |f| <= 0.42, as hi + lo (~2^-30 relative):
 // with s = f / (2 + f), log(1 + f) = 2 atanh(s) = 2s + s R(s^2)
@@ -122,18 +141,21 @@ float vk_log1p(float x) {
     return vk_log(u) + c / u;
 }
 
+// expm1 by the reduction of exp, without branches: 2^k (1 + p) - 1 = 2^k (p + (1 - 2^-k)).
+// The bracket is exact for k in [-24, 24], so the sum rounds once; for k = 0 (|x| < ln2 / 2,
+// r = x) the result is p itself; for k >= 25 the bracket rounds to 1, which costs at most
+// 2^-25 relative. x is clamped to [-18, 89]: expm1 rounds to -1 below -17.4 (k = -26 still
+// gives -1) and to inf above 88.73 (k = 128: only the last multiply may overflow).
 float vk_expm1(float x) {
-    if (abs(x) <= 0.34657359) return x == 0.0 ? x : vk_f_expm1k(x);   // keeps -0
-    if (isnan(x)) return x;
-    if (x > 89.0) return vk_f_inf();
-    if (x < -88.0) return -1.0;
-    float k = floor(x * VK_F_LOG2E + 0.5);
-    precise float r = (x - k * VK_F_LN2_HI) - k * VK_F_LN2_LO;
-    float p = vk_f_expm1k(r);
+    float xc = min(max(x, -18.0), 89.0);
+    float k = roundEven(xc * VK_F_LOG2E);
+    precise float r = (xc - k * VK_F_LN2_HI) - k * VK_F_LN2_LO;
+    float p = vk_f_expm1k5(r);
     int ki = int(k);
-    // 2^k (1 + p) - 1 = 2^k (p + (1 - 2^-k)); the bracket is exact for small k
-    if (ki < -2 || ki > 23) return vk_f_scale(1.0 + p, ki) - 1.0;
-    return vk_f_scale(p + (1.0 - vk_f_pow2(-ki)), ki);
+    float y = p + (1.0 - vk_f_pow2(-min(ki, 126)));
+    float e = (y * vk_f_pow2(ki - 1)) * 2.0;
+    // below 2^-25 expm1(x) rounds to x (this keeps -0 and subnormals)
+    return (abs(x) < 2.98023224e-08 || isnan(x)) ? x : e;
 }
 
 // sin/cos of hi + lo on |hi| <= pi/4 (Taylor; lo enters to first order)
@@ -306,19 +328,32 @@ float vk_cos(float x) {
     return (q == 1 || q == 2) ? -v : v;
 }
 
+// tanh|x| = 1 - 2e / (1 + e) with e = exp(-2|x|) = 2^k (1 + p), k <= -1: for |x| >= 0.55
+// the quotient is at most 1/2, so its rounding errors shrink in the result. Below 0.55 an
+// odd minimax polynomial, x + x^3 P(x^2), within 2^-29.7 relative (no cancellation, no
+// division). Both are computed and one is selected: cheaper than a divergent branch on
+// lavapipe, and uniform on GPUs. |x| is clamped at 9.1, where tanh rounds to 1; the sign
+// (and -0) comes back by copying x's sign bit.
 float vk_tanh(float x) {
-    float ax = abs(x);
-    if (ax > 9.1) return x > 0.0 ? 1.0 : -1.0;   // 1 - tanh < 2^-25
-    if (ax < 0.000244140625) return x;            // x^3 / 3 is below half an ulp (and keeps -0)
-    float e = vk_expm1(2.0 * ax);
-    float t = e / (e + 2.0);
-    return x < 0.0 ? -t : t;
+    float ax = min(abs(x), 9.1);
+    float y = -2.0 * ax;
+    float k = roundEven(y * VK_F_LOG2E);
+    precise float r = (y - k * VK_F_LN2_HI) - k * VK_F_LN2_LO;
+    float s = vk_f_pow2(int(k));
+    float e = s + s * vk_f_expm1k4(r);
+    float tl = 1.0 - (e + e) / (1.0 + e);
+    float z = ax * ax;
+    float ts = ax + ax * z * (-0.33333316 + z * (0.13332544 + z * (-0.053847548 + z * (0.021050714
+               + z * -0.006242849))));
+    float t = ax < 0.55 ? ts : tl;
+    return isnan(x) ? x : uintBitsToFloat(floatBitsToUint(t) | (floatBitsToUint(x) & 0x80000000u));
 }
 
+// 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below: one exp of -|x| (never
+// overflows) and one division, selected rather than branched (nan: e is nan)
 float vk_sigmoid(float x) {
-    if (x >= 0.0) return 1.0 / (1.0 + vk_exp(-x));
-    float e = vk_exp(x);                          // x < 0 or nan
-    return e / (1.0 + e);
+    float e = vk_exp(-abs(x));
+    return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
 }
 
 // erfc: W. J. Cody's rational approximations in the Chebyshev form used by Numerical
