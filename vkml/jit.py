@@ -210,7 +210,7 @@ class Compiled:
             self.recordings.move_to_end(key)
             return rec
         self.misses += 1
-        rec = Recording(self.rt, rebind(self.lowered.dispatches, binding), like=self.base)
+        rec = Recording(self.rt, rebind(self.lowered.dispatches, binding), like=self.base, replayed=True)
         self.base = self.base or rec
         self.recordings[key] = rec
         while len(self.recordings) > RECORDINGS_KEPT:
@@ -433,13 +433,13 @@ class Jitted:
             graph = Graph(graph.inputs, list(graph.outputs) + [e[2] for e in effects])
         return graph, out_tree, captured, leaves, effects
 
-    def _entry(self, args):
+    def _entry(self, args, split=None, flat=None):
         from . import numpy as vnp
         from .transforms.simplify import simplify
-        static, dyn, key_static = self._split(args)
-        leaves, treedef = tree_flatten(dyn)
-        leaves = [vnp.asarray(l) for l in leaves]
-        key = (treedef, tuple((l.shape, str(l.dtype)) for l in leaves), key_static)
+        static, dyn, key_static = split or self._split(args)
+        leaves, treedef = flat or tree_flatten(dyn)
+        leaves = [l if type(l) is Array else vnp.asarray(l) for l in leaves]
+        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static)
         entry = self.cache.get(key)
         if entry is None:
             graph, out_tree, captured, _, effects = self._traced_graph(args, static, dyn)
@@ -453,15 +453,17 @@ class Jitted:
 
     def __call__(self, *args):
         from .state import commit
-        static, dyn, _ = self._split(args)
-        leaves = tree_flatten(dyn)[0]
+        split = self._split(args)
+        static, dyn, _ = split
+        flat = tree_flatten(dyn)
+        leaves = flat[0]
         if tracer.current() is not None or any(getattr(l, "_trace", None) is not None for l in leaves):
             # inside another transform, jit is the identity on the program: tracing f into
             # the enclosing trace keeps everything it records there (state effects,
             # custom_vjp regions and their residuals, checkpoint tags)
             self.trace_count += 1
             return self.f(*args)
-        (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args)
+        (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args, split, flat)
         for l in leaves:
             if _is_donated(l):
                 getattr(l._buf, "nbytes")   # raises DonatedArrayError, naming the array

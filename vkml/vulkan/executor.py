@@ -320,7 +320,7 @@ class Recording:
     """
 
     def __init__(self, rt, dispatches: list[Dispatch], like: "Recording | None" = None,
-                 profile: bool = False):
+                 profile: bool = False, replayed: bool = False):
         self.rt = rt
         self.names = [ds.kernel.name for ds in dispatches]
         self.query_pool = None
@@ -338,8 +338,8 @@ class Recording:
                 total += -(-max(ds.meta.size, 1) // align) * align
             # Every invocation reads its dispatch's meta, so it lives in device-local memory:
             # read from host memory (over PCIe on a discrete GPU) it capped a copy kernel on
-            # the H200 at a tenth of its bandwidth. Where device memory is not mapped, the
-            # first submission copies it from a host staging range.
+            # the H200 at a tenth of its bandwidth. Where device memory is not mapped, it is
+            # copied there from a host staging range.
             self.meta_buf = rt.allocator.alloc(total * 4, "meta")
             mb = self.meta_buf
             self.meta_host = mb if mb.block.mapped is not None else rt.allocator.alloc(total * 4, "meta", host=True)
@@ -349,6 +349,15 @@ class Recording:
                 mv[o:o + ds.meta.size] = ds.meta
         self.meta_offs, self.meta_total = offs, total
         mb, mh = self.meta_buf, self.meta_host
+        # A recording that is replayed (jit) uploads its meta once, now; a one-shot one
+        # (an eager operator) copies it at the start of its own command buffer instead of
+        # paying a submission for it. Recordings sharing meta share that upload.
+        if like is not None:
+            self.meta_in_cb = like.meta_in_cb
+        else:
+            self.meta_in_cb = mh is not mb and not replayed
+            if mh is not mb and replayed:
+                rt._copy(mh, mb, total * 4)
         n_bind = sum(len(ds.views) + 1 for ds in dispatches)
         # Raw cffi calls (the `vulkan` wrappers cost 15-25 us each on a GPU host, and an
         # eager operator makes a recording every time)
@@ -405,7 +414,7 @@ class Recording:
                 self.query_pool = vk.vkCreateQueryPool(d, vk.VkQueryPoolCreateInfo(
                     queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=n + 1), None)
                 lib.vkCmdResetQueryPool(cb, self.query_pool, 0, n + 1)
-            if mh is not mb:
+            if self.meta_in_cb:
                 region = ffi.new("VkBufferCopy*")
                 region.srcOffset, region.dstOffset, region.size = mh.offset, mb.offset, total * 4
                 lib.vkCmdCopyBuffer(cb, mh.block.buffer, mb.block.buffer, 1, region)
