@@ -22,7 +22,8 @@ def table(title, times):
         print(f"   {n:40s} x{c:3d} {t * 1e3:9.3f} ms  {100 * t / tot:5.1f}%")
 
 
-def mlp(batch=4096, dims=(1024, 4096, 4096, 10)):
+def mlp_step(batch=4096, dims=(1024, 4096, 4096, 10), donate=False):
+    """The bench's MLP training step (value_and_grad + SGD), jitted, and its arguments."""
     rng = np.random.default_rng(0)
     p = [(vnp.asarray((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)),
           vnp.asarray(np.zeros(b, np.float32))) for a, b in zip(dims[:-1], dims[1:])]
@@ -42,10 +43,13 @@ def mlp(batch=4096, dims=(1024, 4096, 4096, 10)):
         loss, g = vkml.value_and_grad(loss_fn)(p, xb, yb)
         upd, s = opt.update(g, s, p)
         return optim.apply_updates(p, upd), s, loss
-    j = vkml.jit(step)
-    s = opt.init(p)
-    j.profile(p, s, x, y)
-    times = j.profile(p, s, x, y)
+    return vkml.jit(step, donate_argnums=(0, 1) if donate else ()), (p, opt.init(p), x, y)
+
+
+def mlp(batch=4096, dims=(1024, 4096, 4096, 10)):
+    j, args = mlp_step(batch, dims)
+    j.profile(*args)
+    times = j.profile(*args)
     table(f"MLP step batch {batch}, {dims}", times)
     for n, t in times:
         print(f"      {n:40s} {t * 1e6:9.1f} us")
@@ -109,27 +113,7 @@ def matmul_sweep(n=4096):
 def mlp_wall(batch=4096, dims=(1024, 4096, 4096, 10)):
     """Wall time per jitted MLP step against its kernel time, and the recording cache."""
     import time
-    rng = np.random.default_rng(0)
-    p = [(vnp.asarray((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)),
-          vnp.asarray(np.zeros(b, np.float32))) for a, b in zip(dims[:-1], dims[1:])]
-    x = vnp.asarray(rng.standard_normal((batch, dims[0])).astype(np.float32))
-    y = vnp.asarray(rng.integers(0, dims[-1], batch).astype(np.int32))
-    opt = optim.sgd(0.01)
-
-    def loss_fn(p, xb, yb):
-        h = xb
-        for k, (w, b) in enumerate(p):
-            h = h @ w + b
-            if k < len(p) - 1:
-                h = F.relu(h)
-        return F.cross_entropy(h, yb)
-
-    def step(p, s, xb, yb):
-        loss, g = vkml.value_and_grad(loss_fn)(p, xb, yb)
-        upd, s = opt.update(g, s, p)
-        return optim.apply_updates(p, upd), s, loss
-    j = vkml.jit(step, donate_argnums=(0, 1))
-    s = opt.init(p)
+    j, (p, s, x, y) = mlp_step(batch, dims, donate=True)
     walls = []
     for _ in range(8):
         t0 = time.perf_counter()
@@ -142,7 +126,6 @@ def mlp_wall(batch=4096, dims=(1024, 4096, 4096, 10)):
     sub = time.perf_counter() - t0
     print(f"== MLP wall per step {[round(w * 1e3, 2) for w in walls]} ms; recording alone {sub * 1e3:.2f} ms; "
           f"misses {c.misses} of {c.calls} calls, direct={c.direct}")
-
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
