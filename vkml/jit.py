@@ -496,8 +496,9 @@ class Jitted:
 
         >>> import vkml, vkml.numpy as vnp
         >>> f = vkml.jit(lambda x: (vnp.exp(x) @ x).sum())
-        >>> [name for name, s in f.profile(vnp.ones((64, 64)))]  # doctest: +SKIP
-        ['Exp', 'Matmul', 'Sum']
+        >>> times = f.profile(vnp.ones((64, 64)))
+        >>> [name.split("_")[0] for name, s in times][:2], all(s >= 0 for _, s in times)
+        (['Exp', 'MatMul'], True)
         """
         (compiled, _, _), leaves, _, _ = self._entry(args)
         return compiled.profile(leaves)

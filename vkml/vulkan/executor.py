@@ -448,9 +448,9 @@ class Recording:
                                      0, 1, barrier, 0, null, 0, null)
             _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
 
-    def submit(self, before=None, after=None) -> None:
-        """Run the recording (optionally with command buffers before/after it) and wait."""
-        self.rt.submit([c for c in (before, self.cb, after) if c is not None])
+    def submit(self) -> None:
+        """Run the recording and wait."""
+        self.rt.submit([self.cb])
 
     def kernel_times(self) -> list[tuple[str, float]]:
         """(kernel name, seconds) per dispatch of the last submission of a recording made
