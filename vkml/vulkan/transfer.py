@@ -31,7 +31,8 @@ class CopyCommands:
     >>> from vkml.vulkan import runtime
     >>> rt = runtime.get()
     >>> a, b = rt.upload(np.arange(4, dtype=np.float32)), rt.allocator.alloc(16)
-    >>> rt.submit([CopyCommands(rt).record([(a, b, 16)])])
+    >>> copies = CopyCommands(rt)      # keep it: its command buffer dies with it
+    >>> rt.submit([copies.record([(a, b, 16)])])
     >>> rt.download(b).view(np.float32).tolist()
     [0.0, 1.0, 2.0, 3.0]
     """
@@ -49,7 +50,7 @@ class CopyCommands:
 
     def record(self, pairs) -> object:
         """Re-record the command buffer with the (src Buffer, dst Buffer, nbytes) copies
-        and return it (valid until the next record)."""
+        and return it (valid until the next record, and while this object lives)."""
         lib, cb, null = vk.lib, self.cb, vk.ffi.NULL
         lib.vkResetCommandBuffer(cb, 0)
         lib.vkBeginCommandBuffer(cb, self._begin)
