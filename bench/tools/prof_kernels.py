@@ -89,17 +89,15 @@ def matmul_sweep(n=4096):
     rng = np.random.default_rng(0)
     a = vnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
     b = vnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
-    configs = [(16, 8, 128, 128, 16), (16, 8, 128, 128, 8), (8, 8, 128, 128, 8), (8, 8, 128, 128, 16),
-               (8, 16, 128, 128, 16), (16, 16, 128, 128, 8), (8, 8, 64, 128, 16), (16, 8, 128, 64, 16),
-               (8, 4, 64, 64, 16), (16, 8, 256, 128, 8), (8, 8, 128, 64, 16)]
-    quick = len(sys.argv) > 2 and sys.argv[2] == "quick"
-    for contig in ((False, False), (True, False), (False, True), (True, True)):
-      mm.CONTIGUOUS = contig
-      mm._shared_source.cache_clear()
-      print("  contiguous (rows, cols):", contig)
-      for tm, tn, bm, bn, bk in configs[:3] if quick else configs:
+    configs = [(16, 8, 128, 128, 16), (16, 8, 128, 128, 8), (8, 4, 64, 64, 8), (8, 8, 128, 128, 8)]
+    layout = sys.argv[2] if len(sys.argv) > 2 else "NN"
+    mm.PREFETCH = "prefetch" in sys.argv
+    print(f"  {layout}, vec4={mm.VEC4}, prefetch={mm.PREFETCH}")
+    if True:
+      for tm, tn, bm, bn, bk in configs:
         mm.set_tiling(mm.Tiling("shared", tm=tm, tn=tn, bm=bm, bn=bn, bk=bk))
-        f = vkml.jit(lambda p, q: p @ q)
+        f = vkml.jit({"NN": lambda p, q: p @ q, "AT": lambda p, q: p.T @ q,
+                      "BT": lambda p, q: p @ q.T}[layout])
         try:
             f.profile(a, b)
             t = min(sum(s for _, s in f.profile(a, b)) for _ in range(3))
@@ -129,7 +127,7 @@ def mlp_wall(batch=4096, dims=(1024, 4096, 4096, 10)):
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
-    scale = float(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "quick" else 1.0
+    scale = float(sys.argv[2]) if len(sys.argv) > 2 and what in ("chain", "variants", "mlp", "all") else 1.0
     if what in ("chain", "all"):
         chain(int((16 << 20) * scale))
     if what == "sweep":

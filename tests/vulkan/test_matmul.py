@@ -20,6 +20,8 @@ TILINGS = {
     "device": None,                                   # what this device runs by default
     "gpu": mm.GPU_TILING,
     "gpu-small": mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4),
+    "gpu-vec4": mm.Tiling("shared", tm=8, tn=8, bm=128, bn=128, bk=8),
+    "gpu-vec4-small": mm.Tiling("shared", tm=4, tn=8, bm=16, bn=32, bk=8),
     "cpu": mm.CPU_TILING,
     "cpu-narrow": mm.Tiling("subgroup", tm=4, tn=4, wa=1, wb=4),
     "cpu-wideA": mm.Tiling("subgroup", tm=8, tn=8, wa=8, wb=2),
@@ -31,6 +33,15 @@ def tiling(request):
     mm.set_tiling(TILINGS[request.param])
     yield request.param
     mm.set_tiling(None)
+
+
+@pytest.fixture(params=["vec4", "vec4-prefetch", "scalar"])
+def vec4(request, monkeypatch):
+    """The shared kernel's vec4 variant where it fits (with and without register
+    prefetch), then the scalar one everywhere."""
+    monkeypatch.setattr(mm, "VEC4", request.param != "scalar")
+    monkeypatch.setattr(mm, "PREFETCH", request.param == "vec4-prefetch")
+    return request.param
 
 
 def _matmul(a, b):
@@ -61,20 +72,7 @@ def test_large_float32_against_float64():
     ((2, 5, 0), (2, 0, 3)),           # k = 0
 ], ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
 def test_tilings(tiling, dtype, shapes):
-    sa, sb = shapes
-    if np.dtype(dtype).kind == "i":
-        a, b = RNG.integers(-9, 10, sa).astype(dtype), RNG.integers(-9, 10, sb).astype(dtype)
-    else:
-        a, b = RNG.uniform(-2, 2, sa).astype(dtype), RNG.uniform(-2, 2, sb).astype(dtype)
-    got = _matmul(a, b)
-    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    assert got.shape == want.shape and got.dtype == dtype
-    if np.dtype(dtype).kind == "i":
-        np.testing.assert_array_equal(got, want.astype(dtype))
-    else:
-        # terms up to 4 in size: a few ulps of 4 per sqrt(k); a lost term is ~1
-        eps = np.finfo(dtype).eps
-        np.testing.assert_allclose(got, want, rtol=0, atol=64 * eps * np.sqrt(max(sa[-1], 1)))
+    _check_product(dtype, shapes)
 
 
 def test_special_values_stay_local(tiling):
@@ -131,9 +129,10 @@ def test_cpu_tiling_shrinks_to_small_operands():
 
 @pytest.mark.parametrize("which", ["A.T", "B.T", "both"])
 @pytest.mark.parametrize("shapes", [((65, 129), (129, 66)), ((40, 17), (17, 129)),
-                                    ((3, 2, 33, 24), (2, 24, 9))],
+                                    ((3, 2, 33, 24), (2, 24, 9)), ((68, 36), (36, 132)),
+                                    ((2, 3, 20, 44), (3, 44, 12))],
                          ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
-def test_transposed_operands_read_in_place(which, shapes):
+def test_transposed_operands_read_in_place(which, shapes, vec4):
     """Under jit the shared kernel reads a transposed operand where it lies (no Permute
     kernel); results match NumPy and the transposes are gone from the schedule."""
     import vkml
@@ -152,7 +151,8 @@ def test_transposed_operands_read_in_place(which, shapes):
     def g(x, y):   # the transposes read straight from the inputs
         return (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    mm.set_tiling(mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4))
+    mm.set_tiling(mm.Tiling("shared", tm=4, tn=8, bm=16, bn=32, bk=8) if vec4 != "scalar"
+                  else mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4))
     try:
         for fn in (f, g):
             jf = vkml.jit(fn)
@@ -164,3 +164,73 @@ def test_transposed_operands_read_in_place(which, shapes):
             assert len(mmg) == 1 and mmg[0].transposed == (ta, tb)
     finally:
         mm.set_tiling(None)
+
+
+def test_vec4_kernel_runs_where_it_fits():
+    """float32 with k and n multiples of 4 takes the vec4 shared kernel; n = 9 does not."""
+    import vkml
+    mm.set_tiling(TILINGS["gpu-vec4"])
+    try:
+        for n, want in ((12, "MatMul_shared4"), (9, "MatMul_shared")):
+            f = vkml.jit(lambda x, y: x @ y)
+            names = [k for k, _ in f.profile(vnp.ones((8, 16)), vnp.ones((16, n)))]
+            assert names == [want], (n, names)
+    finally:
+        mm.set_tiling(None)
+
+
+@pytest.mark.parametrize("layout", sorted(mm.VEC4_TILINGS))
+def test_tuned_vec4_tilings(layout, monkeypatch):
+    """Each layout's tuned GPU tiling (and its prefetch choice), run here by force, on
+    sizes past its tile edges."""
+    import vkml
+    ta, tb = layout
+    tiling, prefetch = mm.VEC4_TILINGS[layout]
+    monkeypatch.setattr(mm, "PREFETCH", prefetch)
+    a = RNG.uniform(-2, 2, (2, 132, 72)).astype(np.float32)
+    b = RNG.uniform(-2, 2, (2, 72, 136)).astype(np.float32)
+    at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+    bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+    f = vkml.jit(lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y))
+    mm.set_tiling(tiling)
+    try:
+        got = np.asarray(f(vnp.asarray(at), vnp.asarray(bt)))
+        names = [k for k, _ in f.profile(vnp.asarray(at), vnp.asarray(bt))]
+    finally:
+        mm.set_tiling(None)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=0, atol=64 * EPS32 * np.sqrt(72))
+    assert names == ["MatMul_shared4"]
+
+
+@pytest.mark.parametrize("name", ["device", "gpu", "gpu-vec4", "gpu-vec4-small"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("shapes", [
+    ((68, 36), (36, 132)),            # k, n multiples of 4 (vec4 for float32), past the tile edges
+    ((3, 1, 20, 44), (4, 44, 12)),    # the same with a batch broadcast
+    ((2, 5, 0), (2, 0, 4)),           # k = 0
+], ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
+def test_vec4_eligible_shapes(name, dtype, shapes, vec4):
+    """Shapes the vec4 kernel takes (float32), on the shared tilings, against the scalar
+    kernel's answer and NumPy; other dtypes take the scalar kernel on the same shapes."""
+    mm.set_tiling(TILINGS[name])
+    try:
+        _check_product(dtype, shapes)
+    finally:
+        mm.set_tiling(None)
+
+
+def _check_product(dtype, shapes):
+    sa, sb = shapes
+    if np.dtype(dtype).kind == "i":
+        a, b = RNG.integers(-9, 10, sa).astype(dtype), RNG.integers(-9, 10, sb).astype(dtype)
+    else:
+        a, b = RNG.uniform(-2, 2, sa).astype(dtype), RNG.uniform(-2, 2, sb).astype(dtype)
+    got = _matmul(a, b)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert got.shape == want.shape and got.dtype == dtype
+    if np.dtype(dtype).kind == "i":
+        np.testing.assert_array_equal(got, want.astype(dtype))
+    else:
+        eps = np.finfo(dtype).eps
+        np.testing.assert_allclose(got, want, rtol=0, atol=64 * eps * np.sqrt(max(sa[-1], 1)))

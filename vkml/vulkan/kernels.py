@@ -83,9 +83,17 @@ class KernelCache:
             # keep every nested struct alive until the call returns (the bindings free eagerly)
             stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
             ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl)
-            pipe = vk.vkCreateComputePipelines(d, None, 1, [ci], None)[0]
-            del stage, ci
-            vk.vkDestroyShaderModule(d, sm, None)
+            try:
+                pipe = vk.vkCreateComputePipelines(d, None, 1, [ci], None)[0]
+            except vk.VkError as e:
+                raise RuntimeError(
+                    f"{name}: {self.dev.name}'s driver could not build this kernel "
+                    f"({type(e).__name__}; {len(source.splitlines())} lines of GLSL, local size "
+                    f"{local_size}). Drivers reject very large unrolled kernels: a smaller "
+                    f"tiling (vkml.vulkan.lower.matmul.set_tiling) or the default one avoids it.") from e
+            finally:
+                del stage, ci
+                vk.vkDestroyShaderModule(d, sm, None)
             k = Kernel(name, source, n_tensors, local_size, pipe, pl, dsl)
             self._kernels[h] = k
             return k
