@@ -181,6 +181,30 @@ def test_donated_input_cannot_be_read(binding):
     assert issubclass(DonatedArrayError, RuntimeError)
 
 
+def test_plain_array_calls_take_the_fast_path_and_keep_every_check(binding):
+    """Calls whose arguments are all concrete Arrays skip pytree handling once compiled;
+    they must still neither re-trace, nor accept a donated array, nor run eagerly inside
+    another transform."""
+    jf = vkml.jit(lambda a, b: (a * b, a - b))
+    a, b = arr(5), arr(5)
+    for _ in range(3):
+        p, m = jf(a, b)
+        np.testing.assert_allclose(p.numpy(), a.numpy() * b.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(m.numpy(), a.numpy() - b.numpy(), rtol=1e-6)
+    assert jf.trace_count == 1
+    assert jf._plain                      # the fast path's cache was filled
+    jf(arr(6), arr(6))                    # a new shape still traces
+    assert jf.trace_count == 2
+    step = vkml.jit(lambda a: a * 2, donate_argnums=0)
+    c = arr(5)
+    step(c)
+    with pytest.raises(DonatedArrayError):
+        jf(c, b)
+    # inside grad, a concrete array as argument: jit is traced into the enclosing graph
+    g = vkml.grad(lambda s: (jf(a, b)[0] * s).sum())(vnp.asarray(np.float32(2.0)))
+    np.testing.assert_allclose(float(g), float((a.numpy() * b.numpy()).sum()), rtol=1e-5)
+
+
 def test_donated_buffer_never_clobbers_another_output(binding):
     """An input returned unchanged keeps its buffer even when donated; the same array given
     twice is not taken over as an output buffer."""

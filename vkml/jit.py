@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 from .array import Array, bind
 from .trace import dtypes as dt
 from .trace import tracer
+from .trace.tracer import _stack
 from .trace.graph import Graph
 from .trace.ops import OpKind
 from .tree_util import tree_flatten, tree_unflatten
@@ -204,11 +205,11 @@ class Compiled:
                 if ph.block.buffer is None}
 
     def _recording(self, binding: dict, key):
-        from .vulkan.executor import Recording, rebind
         rec = self.recordings.get(key)
         if rec is not None:
             self.recordings.move_to_end(key)
             return rec
+        from .vulkan.executor import Recording, rebind
         self.misses += 1
         rec = Recording(self.rt, rebind(self.lowered.dispatches, binding), like=self.base, replayed=True)
         self.base = self.base or rec
@@ -256,13 +257,14 @@ class Compiled:
                 key.append(None)
         # nbytes -> donated buffers free to take a copied result. Not one that is an
         # output itself (an input returned unchanged) or that also arrives undonated.
-        kept = {id(leaves[i]._buf) for i in range(len(leaves)) if i not in donated or i in self.passthrough}
         reuse: dict = {}
-        for i in sorted(donated):
-            b = leaves[i]._buf
-            if id(b) not in kept:
-                reuse.setdefault(b.nbytes, []).append(b)
-                kept.add(id(b))   # the same buffer donated twice: reuse it once
+        if donated:
+            kept = {id(leaves[i]._buf) for i in range(len(leaves)) if i not in donated or i in self.passthrough}
+            for i in sorted(donated):
+                b = leaves[i]._buf
+                if id(b) not in kept:
+                    reuse.setdefault(b.nbytes, []).append(b)
+                    kept.add(id(b))   # the same buffer donated twice: reuse it once
         outs, copies_out, fresh = [], [], {}
         for node, ph in zip(self.exec_graph.outputs, self.lowered.outputs):
             if node.id in self.input_pos:
@@ -400,6 +402,10 @@ class Jitted:
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self.cache: dict = {}
         self.trace_count = 0
+        # (shape, dtype) per argument -> (Compiled, out_tree), for calls whose arguments are
+        # all concrete Arrays, without static or donated ones or state effects: such a call
+        # skips splitting, flattening and keying the pytree (a few microseconds of Python)
+        self._plain: dict | None = {} if not (self.static_argnums or self.donate_argnums) else None
 
     def _split(self, args):
         n = len(args)
@@ -452,6 +458,23 @@ class Jitted:
         return entry, leaves, dyn, static
 
     def __call__(self, *args):
+        plain = self._plain
+        if plain is not None:
+            key = []
+            for a in args:
+                if type(a) is not Array or a._trace is not None:
+                    break
+                key.append((a.shape, a.dtype))
+            else:
+                hit = plain.get(tuple(key))
+                if hit is not None and not _stack():
+                    for a in args:
+                        if type(a._buf) is _DonatedBuffer:
+                            getattr(a._buf, "nbytes")   # raises DonatedArrayError
+                    return tree_unflatten(hit[1], hit[0].run(args, ()))
+        return self._call(args)
+
+    def _call(self, args):
         from .state import commit
         split = self._split(args)
         static, dyn, _ = split
@@ -464,6 +487,8 @@ class Jitted:
             self.trace_count += 1
             return self.f(*args)
         (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args, split, flat)
+        if self._plain is not None and not targets and all(type(a) is Array for a in args):
+            self._plain[tuple((a.shape, a.dtype) for a in args)] = (compiled, out_tree)
         for l in leaves:
             if _is_donated(l):
                 getattr(l._buf, "nbytes")   # raises DonatedArrayError, naming the array

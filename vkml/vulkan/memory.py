@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import threading
-import weakref
 
 import numpy as np
 
@@ -102,18 +101,32 @@ class Block:
 
 class Buffer:
     """A range of a block. Released to the allocator when garbage collected."""
-    __slots__ = ("block", "offset", "nbytes", "capacity", "_fin", "__weakref__")
+    __slots__ = ("block", "offset", "nbytes", "capacity", "_alloc", "__weakref__")
 
     def __init__(self, alloc: "Allocator", block: Block, offset: int, nbytes: int, capacity: int):
         self.block, self.offset, self.nbytes, self.capacity = block, offset, nbytes, capacity
-        self._fin = weakref.finalize(self, alloc._release, block, offset, capacity)
+        # __del__ rather than weakref.finalize: a jitted call makes and drops one Buffer per
+        # result, and finalize's registry costs several microseconds per Buffer
+        self._alloc = alloc
 
     @property
     def vk_buffer(self):
         return self.block.buffer
 
     def release(self) -> None:
-        self._fin()
+        """Give the range back now (idempotent; garbage collection does it otherwise)."""
+        a, self._alloc = self._alloc, None
+        if a is not None:
+            a._release(self.block, self.offset, self.capacity)
+
+    def __del__(self):
+        a = self._alloc
+        if a is not None:
+            self._alloc = None
+            try:
+                a._release(self.block, self.offset, self.capacity)
+            except Exception:   # interpreter shutdown: the allocator may be half torn down
+                pass
 
     def __repr__(self) -> str:
         return f"Buffer({self.nbytes} B at {self.offset})"
