@@ -35,7 +35,28 @@ layout(std430, set = 0, binding = 0) readonly buffer Meta { int meta[]; };
 // Grids larger than the device's per-dimension workgroup limit are folded into y.
 uint gidx() { return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x; }
 uint group_id() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }
+// x / d for x < 2^31 as a multiply-high and a shift, (m, s) = kernels.divisor(d) from meta:
+// integer division is a scalar loop over the lanes on lavapipe and ~20 instructions on a GPU
+uint udiv(uint x, int m, int s) { uint hi, lo; umulExtended(x, uint(m), hi, lo); return s < 0 ? x : hi >> uint(s); }
 """
+
+
+def divisor(d: int) -> tuple[int, int]:
+    """(m, s) for `udiv` in the kernels: floor(x / d) = (x * m) >> (32 + s) for every
+    0 <= x < 2^31 (Granlund & Montgomery: m = ceil(2^(31 + l) / d), l = ceil(log2 d),
+    s = l - 1; m < 2^32 for d >= 2, and d = 1 is s = -1). m travels as an int32 bit pattern.
+
+    >>> m, s = divisor(7)
+    >>> all(((x * (m % 2**32)) >> (32 + s)) == x // 7 for x in (0, 6, 7, 2**31 - 1))
+    True
+    """
+    if d < 1:
+        raise ValueError(f"divisor: {d} is not a positive size")
+    if d == 1:
+        return 0, -1
+    l = (d - 1).bit_length()
+    m = -(-(1 << (31 + l)) // d)
+    return (m - (1 << 32) if m >= 1 << 31 else m), l - 1
 
 
 def binding(i: int, glsl_type: str, name: str, readonly: bool = False) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
-from ..kernels import binding
+from ..kernels import binding, divisor
 
 SHADERS = Path(__file__).resolve().parent.parent / "shaders"
 MAX_RANK = 8
@@ -139,8 +139,10 @@ def _source(expr: str, in_types: tuple, out_type: str, rank: int) -> str:
         lines.append(f"  po += rem * meta[{2 + R}];")
         lines += [f"  p{j} += rem * meta[{base[j] + 1}];" for j in range(nin)]
     elif R:
+        dv = 2 + 2 * R + nin * (R + 1)      # (m, s) per axis after the operands' layouts
         lines.append(f"  for (int d = {R - 1}; d >= 0; --d) {{")
-        lines.append("    int sz = meta[1 + d]; int c = rem % sz; rem /= sz;")
+        lines.append(f"    int q = int(udiv(uint(rem), meta[{dv} + 2 * d], meta[{dv + 1} + 2 * d]));")
+        lines.append("    int c = rem - q * meta[1 + d]; rem = q;")
         lines.append(f"    po += c * meta[{2 + R} + d];")
         lines += [f"    p{j} += c * meta[{base[j] + 1} + d];" for j in range(nin)]
         lines.append("  }")
@@ -168,6 +170,8 @@ def strided(ctx, name: str, expr: str, out, out_layout, ins, in_layouts, shape) 
     meta = [n, *shp, out_layout[0], *strides[0]]
     for (off, _), st in zip(in_layouts, strides[1:]):
         meta += [off, *st]
+    for d in shp:
+        meta += divisor(d)
     in_types = tuple(dt.glsl_type(v.dtype) for v in ins)
     body = _source(expr, in_types, dt.glsl_type(out.dtype), R)
     k = ctx.kernel(name, body, 1 + len(ins))
@@ -361,6 +365,8 @@ def lower_region(reg, leaf_views: Sequence, out, ctx) -> None:
     modes = [("g" if not wide_leaf[li] else m) if m == "v" else m
              for (li, _, _), m in zip(reg.loads, modes)]
     meta = [n // W, *shp]
+    for d in shp:
+        meta += divisor(d)
     for (off, s), m in zip(loads, modes):
         if m == "v":
             meta += [off // W, *[x // W for x in s[:-1]], 1]
@@ -429,11 +435,13 @@ def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx
         if K > 1:
             body.append(f"int r_{k} = int{gi};")
             for d in range(K - 1, 0, -1):
-                body.append(f"int c{d}_{k} = r_{k} % meta[{1 + d}]; r_{k} /= meta[{1 + d}];")
+                body.append(f"int dq{d}_{k} = int(udiv(uint(r_{k}), meta[{1 + K + 2 * d}], "
+                            f"meta[{2 + K + 2 * d}]));")
+                body.append(f"int c{d}_{k} = r_{k} - dq{d}_{k} * meta[{1 + d}]; r_{k} = dq{d}_{k};")
             body.append(f"int c0_{k} = r_{k};")
         elif K == 1:
             body.append(f"int c0_{k} = int{gi};")
-        base = 1 + K
+        base = 1 + 3 * K
         args = []
         decl = []
         for j, ((li, _, _), m) in enumerate(zip(reg.loads, modes)):
