@@ -1,5 +1,5 @@
 """Per-kernel device times (Jitted.profile) of the large MLP step and the chain, grouped by
-kernel name: where a workload's time goes. Usage: python bench/tools/prof_kernels.py [mlp|chain|all] [scale]"""
+kernel name: where a workload's time goes. Usage: python bench/tools/prof_kernels.py [mlp|chain|all|variants|sweep|sgsweep|mlpwall] [scale]"""
 import collections
 import sys
 
@@ -108,6 +108,29 @@ def matmul_sweep(n=4096):
     mm.set_tiling(None)
 
 
+def subgroup_sweep():
+    """Wall time of float32 matmuls per subgroup tiling (CPU devices: lavapipe)."""
+    import time
+    from vkml.vulkan.lower import matmul as mm
+    rng = np.random.default_rng(0)
+    for m, k, n in [(256, 256, 256), (1024, 1024, 1024), (256, 256, 10)]:
+        a = vnp.asarray(rng.standard_normal((m, k)).astype(np.float32))
+        b = vnp.asarray(rng.standard_normal((k, n)).astype(np.float32))
+        for tm, tn, wa, wb in [(32, 16, 2, 8), (64, 8, 2, 8), (128, 8, 2, 8), (64, 8, 4, 8),
+                               (64, 12, 2, 4), (64, 4, 2, 4)]:
+            mm.set_tiling(mm.Tiling("subgroup", tm=tm, tn=tn, wa=wa, wb=wb))
+            f = vkml.jit(lambda p, q: p @ q)
+            f(a, b)
+            ts = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                f(a, b)
+                ts.append(time.perf_counter() - t0)
+            t = min(ts)
+            print(f"   {m}x{k}x{n} {tm}x{tn} wa={wa} wb={wb}: {t * 1e3:8.3f} ms  {2 * m * n * k / t / 1e9:6.1f} GF/s")
+    mm.set_tiling(None)
+
+
 def mlp_wall(batch=4096, dims=(1024, 4096, 4096, 10)):
     """Wall time per jitted MLP step against its kernel time, and the recording cache."""
     import time
@@ -132,6 +155,8 @@ if __name__ == "__main__":
         chain(int((16 << 20) * scale))
     if what == "sweep":
         matmul_sweep()
+    if what == "sgsweep":
+        subgroup_sweep()
     if what == "mlpwall":
         mlp_wall()
     if what in ("variants",):

@@ -127,6 +127,16 @@ def test_cpu_tiling_shrinks_to_small_operands():
     assert mm.choose_tiling(_fake(True, 8, 32 << 10, 1024, int64=False), np.float32, 64, 64, 64).wb == 4
 
 
+def test_cpu_tiling_keeps_every_core_busy(monkeypatch):
+    """Row tiles shrink until there are four subgroups per core (not below 16 rows)."""
+    monkeypatch.setattr(mm, "CPU_CORES", 2)
+    dev = _fake(True, 8, 32 << 10, 1024)
+    assert mm.choose_tiling(dev, np.float32, 1024, 1024, 1024).tm == mm.CPU_TILING.tm
+    t = mm.choose_tiling(dev, np.float32, 256, 10, 256)    # n = 10: one column tile
+    assert (t.tm, t.tn) == (32, 2)
+    assert mm.choose_tiling(dev, np.float32, 64, 10, 256).tm == 16
+
+
 @pytest.mark.parametrize("which", ["A.T", "B.T", "both"])
 @pytest.mark.parametrize("shapes", [((65, 129), (129, 66)), ((40, 17), (17, 129)),
                                     ((3, 2, 33, 24), (2, 24, 9)), ((68, 36), (36, 132)),
@@ -162,6 +172,53 @@ def test_transposed_operands_read_in_place(which, shapes, vec4):
             assert not any(gr.node is not None and gr.node.op is OpKind.Permute for gr in groups)
             mmg = [gr for gr in groups if gr.node is not None and gr.node.op is OpKind.MatMul]
             assert len(mmg) == 1 and mmg[0].transposed == (ta, tb)
+    finally:
+        mm.set_tiling(None)
+
+
+@pytest.mark.parametrize("which", ["A.T", "B.T", "both"])
+@pytest.mark.parametrize("shapes", [((65, 129), (129, 66)), ((40, 17), (17, 129)),
+                                    ((3, 2, 33, 24), (2, 24, 9)), ((68, 36), (36, 132)),
+                                    ((2, 3, 20, 44), (3, 44, 12)), ((5, 3), (3, 7)),
+                                    ((256, 256), (256, 10)), ((16, 64), (64, 64))],
+                         ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
+@pytest.mark.parametrize("sub", ["cpu", "cpu-narrow", "cpu-wideA"])
+def test_subgroup_kernel_reads_transposed_operands(which, shapes, sub):
+    """The subgroup kernel (CPU devices) reads A^T one k per lane and B^T along k: odd
+    sizes, remainders of k, batches and broadcasts match NumPy, with no Permute kernel."""
+    import vkml
+    from vkml.vulkan import fusion
+    sa, sb = shapes
+    a = RNG.uniform(-2, 2, sa).astype(np.float32)
+    b = RNG.uniform(-2, 2, sb).astype(np.float32)
+    ta, tb = which in ("A.T", "both"), which in ("B.T", "both")
+    at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+    bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    mm.set_tiling(TILINGS[sub])
+    try:
+        jf = vkml.jit(lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y))
+        got = np.asarray(jf(vnp.asarray(at), vnp.asarray(bt)))
+        np.testing.assert_allclose(got, want, rtol=0, atol=64 * EPS32 * np.sqrt(sa[-1]))
+        groups = fusion.schedule(jf.lower(vnp.asarray(at), vnp.asarray(bt)).graph)
+        assert not any(gr.node is not None and gr.node.op is OpKind.Permute for gr in groups)
+    finally:
+        mm.set_tiling(None)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+@pytest.mark.parametrize("which", ["A.T", "B.T", "both"])
+def test_subgroup_kernel_reads_transposed_operands_of_any_dtype(which, dtype):
+    import vkml
+    ta, tb = which in ("A.T", "both"), which in ("B.T", "both")
+    a = RNG.integers(-9, 9, (2, 37, 20)).astype(dtype)
+    b = RNG.integers(-9, 9, (20, 24)).astype(dtype)
+    at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+    bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+    mm.set_tiling(TILINGS["cpu"])
+    try:
+        jf = vkml.jit(lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y))
+        np.testing.assert_array_equal(np.asarray(jf(vnp.asarray(at), vnp.asarray(bt))), a @ b)
     finally:
         mm.set_tiling(None)
 

@@ -516,8 +516,8 @@ def _is_transpose(n: Node) -> bool:
 
 
 def _fold_transposes(nodes, kind, mat: set) -> dict:
-    """MatMuls that read a transposed operand in place (the shared-memory kernel GPUs use
-    reads either layout; lavapipe's subgroup kernel wants rows, so there it is copied).
+    """MatMuls that read a transposed operand in place (both kernels read either layout,
+    always contiguously).
 
     Returns {matmul id: (operands, transposed flags)} plus "pairs": the (matmul id,
     transpose id) edges that need no materialised transpose. A computed (elementwise)
@@ -525,10 +525,8 @@ def _fold_transposes(nodes, kind, mat: set) -> dict:
     out: dict = {"pairs": set()}
     if not FOLD_TRANSPOSES:
         return out
-    from .device import get
-    from .lower.matmul import choose_tiling
     for n in nodes:
-        if n.op is not OpKind.MatMul or choose_tiling(get(), n.dtype, 1, 1, 1).strategy != "shared":
+        if n.op is not OpKind.MatMul:
             continue
         ops, tr = list(n.inputs), [False, False]
         for j, i in enumerate(n.inputs):

@@ -29,6 +29,7 @@ strides from meta; an operand's broadcast (size-1) batch dim has stride 0 there.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -65,9 +66,12 @@ class Tiling:
 # lavapipe on a 2-core AMD EPYC VM, one thread: 8x8 tiles with subgroupBroadcast 17
 # GFLOP/s, 16x8 with subgroupShuffle 27, 32x8 with 64-bit loads 30, 32x16 and 64x8
 # 31-32 (about 60 on both cores, 25% of NumPy's OpenBLAS there); the shared kernel at
-# best 10. NVIDIA H200, 4096^3: shared 16x8 in 128x128x16 tiles 24.5 TFLOP/s (cuBLAS FP32
+# best 10. On both cores (`python bench/tools/prof_kernels.py sgsweep`): 64x8 with 2-wide A and 8-wide
+# B 80 GFLOP/s against 65 for 32x16 (8 accumulators per row fit AVX2's 16 registers,
+# where 16 spill), 56 against 46 at 256^3; 12- or 10-wide rows are half as fast. NVIDIA H200, 4096^3: shared 16x8 in 128x128x16 tiles 24.5 TFLOP/s (cuBLAS FP32
 # without TF32: 50.7), 8x8 in 128x128x8 19.4, 4x4 in 64x64x16 8.7.
-CPU_TILING = Tiling("subgroup", tm=32, tn=16, wa=2, wb=8)
+CPU_TILING = Tiling("subgroup", tm=64, tn=8, wa=2, wb=8)
+CPU_CORES = os.cpu_count() or 1
 GPU_TILING = Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16)
 
 _override: Tiling | None = None
@@ -105,7 +109,7 @@ def choose_tiling(dev, dtype, M: int, N: int, K: int, prefer: Tiling | None = No
 
     >>> from vkml.vulkan import device
     >>> choose_tiling(device.get(), "float32", 1024, 1024, 1024)  # doctest: +SKIP
-    Tiling(strategy='subgroup', tm=32, tn=16, bm=0, bn=0, bk=0, wa=2, wb=8)
+    Tiling(strategy='subgroup', tm=64, tn=8, bm=0, bn=0, bk=0, wa=2, wb=8)
     """
     t = _override or prefer or (CPU_TILING if dev.is_cpu else GPU_TILING)
     T = dt.glsl_type(dtype)
@@ -137,6 +141,10 @@ def choose_tiling(dev, dtype, M: int, N: int, K: int, prefer: Tiling | None = No
     # small operands: do not compute (and load) rows and columns that are not there
     tm = min(t.tm, _pow2_at_least(M))
     tn = min(t.tn, _pow2_at_least(-(-N // S)))
+    # and enough subgroups that every core of the device has a few (lavapipe runs one
+    # workgroup per thread, a thread per core)
+    while tm > 16 and -(-M // tm) * -(-N // (S * tn)) < 4 * CPU_CORES:
+        tm //= 2
     # a lane's tn columns are whole loads, and every row of B starts on a load boundary
     wb = _width(min(t.wb, tn), math.gcd(N, tn), T, dev)
     return replace(t, tm=tm, tn=tn, wa=_width(t.wa, K, T, dev), wb=wb)
@@ -380,10 +388,17 @@ def _wide(T: str, w: int):
 
 
 @lru_cache(maxsize=None)
-def _subgroup_source(t: Tiling, T: str, rank: int, S: int) -> tuple[str, int]:
-    """Lane l owns rows m0 + i (i < tm) and columns n0 + l*tn + j (j < tn)."""
+def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
+                     tb: bool = False) -> tuple[str, int]:
+    """Lane l owns rows m0 + i (i < tm) and columns n0 + l*tn + j (j < tn).
+
+    A chunk of k values is handed out per lane and shared by shuffles: A's rows are read
+    wa elements of k per lane (chunks of S*wa k); a transposed A (K x M in memory) is
+    read one k per lane instead, wa rows at a time (chunks of S k). B is read per lane,
+    wb columns at a time; a transposed B (N x K) wb values of k at a time per column.
+    Both layouts keep every load contiguous, so no operand needs a transposed copy."""
     TM, TN, wa, wb = t.tm, t.tn, t.wa, t.wb
-    chunk = S * wa
+    chunk = S if ta else S * wa
     TA, unA = _wide(T, wa)
     TB, unB = _wide(T, wb)
     src = ["#extension GL_KHR_shader_subgroup_shuffle : enable\n"]
@@ -395,8 +410,15 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int) -> tuple[str, int]:
           f"  int row0 = tmi * {TM}; int col0 = tni * {S * TN} + lane * {TN};",
           f"  int Nw = N / {wb};"]
     # clamped addresses (in units of one wide load): loads never leave the operands
-    L += [f"  int ar{i} = (aoff + min(row0 + {i}, M - 1) * K) / {wa};" for i in range(TM)]
-    L += [f"  int bc{q} = (boff + min(col0 + {q * wb}, N - {wb})) / {wb};" for q in range(TN // wb)]
+    if ta:   # A^T[k, m]: a wide load holds rows row0 + q*wa .. + wa - 1 (wa divides M)
+        L += [f"  int ar{q} = (aoff + min(row0 + {q * wa}, M - {wa})) / {wa};" for q in range(TM // wa)]
+        L.append(f"  int Mw = M / {wa};")
+    else:
+        L += [f"  int ar{i} = (aoff + min(row0 + {i}, M - 1) * K) / {wa};" for i in range(TM)]
+    if tb:   # B^T[n, k]: one row of B^T per column, read wb values of k at a time
+        L += [f"  int bc{j} = (boff + min(col0 + {j}, N - 1) * K) / {wb};" for j in range(TN)]
+    else:
+        L += [f"  int bc{q} = (boff + min(col0 + {q * wb}, N - {wb})) / {wb};" for q in range(TN // wb)]
     L += [f"  {T} acc_{i}_{j} = {T}(0);" for i in range(TM) for j in range(TN)]
 
     def load_b(krow: str, tag: str, indent: str) -> list[str]:
@@ -406,28 +428,59 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int) -> tuple[str, int]:
             out += [f"{indent}{T} b{tag}_{q * wb + c} = {e};" for c, e in enumerate(unB(f"bw{tag}_{q}"))]
         return out
 
-    # main loop: whole chunks of S*wa k values; lane l holds A[row, k0 + l*wa + c]
+    def load_bt_chunk(indent: str) -> list[str]:
+        out = []
+        for j in range(TN):
+            for kq in range(chunk // wb):
+                out.append(f"{indent}{TB} bt{j}_{kq} = B[bc{j} + k0 / {wb} + {kq}];")
+                out += [f"{indent}{T} b{kq * wb + c}_{j} = {e};" for c, e in enumerate(unB(f"bt{j}_{kq}"))]
+        return out
+
+    def pick(parts: list[str], sel: str) -> str:
+        x = parts[-1]
+        for c in range(len(parts) - 2, -1, -1):
+            x = f"(({sel}) == {c} ? {parts[c]} : {x})"
+        return x
+
+    # main loop: whole chunks of k; lane l holds A's values for its share of the chunk
     L += ["  int k0 = 0;", f"  for (; k0 + {chunk} <= K; k0 += {chunk}) {{"]
-    for i in range(TM):
-        L.append(f"    {TA} aw{i} = A[ar{i} + k0 / {wa} + lane];")
-        L += [f"    {T} a{i}_{c} = {e};" for c, e in enumerate(unA(f"aw{i}"))]
-    for kk in range(chunk):
-        L += load_b(f"k0 + {kk}", str(kk), "    ")
+    if ta:
+        for q in range(TM // wa):
+            L.append(f"    {TA} aw{q} = A[ar{q} + (k0 + lane) * Mw];")
+            L += [f"    {T} a{q * wa + c}_0 = {e};" for c, e in enumerate(unA(f"aw{q}"))]
+    else:
+        for i in range(TM):
+            L.append(f"    {TA} aw{i} = A[ar{i} + k0 / {wa} + lane];")
+            L += [f"    {T} a{i}_{c} = {e};" for c, e in enumerate(unA(f"aw{i}"))]
+    if tb:
+        L += load_bt_chunk("    ")
+    else:
+        for kk in range(chunk):
+            L += load_b(f"k0 + {kk}", str(kk), "    ")
     for i in range(TM):
         for kk in range(chunk):
-            L.append(f"    {{ {T} x = subgroupShuffle(a{i}_{kk % wa}, {kk // wa});")
+            a_src = f"a{i}_0, {kk}" if ta else f"a{i}_{kk % wa}, {kk // wa}"
+            L.append(f"    {{ {T} x = subgroupShuffle({a_src});")
             L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"b{kk}_{j}") for j in range(TN)]
             L.append("    }")
     L.append("  }")
     # remainder: one k at a time; every lane reads the same A element
     L += ["  for (; k0 < K; ++k0) {"]
-    L += load_b("k0", "r", "    ")
+    if tb:
+        for j in range(TN):
+            L.append(f"    {TB} btr{j} = B[bc{j} + k0 / {wb}];")
+            L.append(f"    {T} br_{j} = {pick(unB(f'btr{j}'), f'k0 % {wb}')};")
+    else:
+        L += load_b("k0", "r", "    ")
+    if ta:
+        for q in range(TM // wa):
+            L.append(f"    {TA} awr{q} = A[ar{q} + k0 * Mw];")
     for i in range(TM):
-        L.append(f"    {TA} aw{i} = A[ar{i} + k0 / {wa}];")
-        parts = unA(f"aw{i}")
-        x = parts[-1]
-        for c in range(wa - 2, -1, -1):
-            x = f"((k0 % {wa}) == {c} ? {parts[c]} : {x})"
+        if ta:
+            x = unA(f"awr{i // wa}")[i % wa]
+        else:
+            L.append(f"    {TA} aw{i} = A[ar{i} + k0 / {wa}];")
+            x = pick(unA(f"aw{i}"), f"k0 % {wa}")
         L.append(f"    {{ {T} x = {x};")
         L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"br_{j}") for j in range(TN)]
         L.append("    }")
@@ -504,10 +557,12 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False)) -> None:
     elif t.strategy == "shared":
         body, local = _shared_source(t, T, len(shp), ta, tb)
         tile_m, tile_n = t.bm, t.bn
-    elif ta or tb:
-        raise ValueError("MatMul: the subgroup kernel reads untransposed operands only")
     else:
-        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size)
+        if ta:   # wa runs along m: a width dividing both m and the row tile
+            t = replace(t, wa=_width(min(8, t.tm), math.gcd(M, t.tm), T, ctx.dev))
+        if tb:   # wb runs along k, within one chunk
+            t = replace(t, wb=_width(8, math.gcd(K, ctx.dev.subgroup_size), T, ctx.dev))
+        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
     meta = [M, N, K, tiles_m, tiles_n, nbatch, *shp, *sa, *sb]
