@@ -291,3 +291,79 @@ def _check_product(dtype, shapes):
     else:
         eps = np.finfo(dtype).eps
         np.testing.assert_allclose(got, want, rtol=0, atol=64 * eps * np.sqrt(max(sa[-1], 1)))
+
+
+# --------------------------------------------------------------------------- epilogues
+
+_EPILOGUES = {
+    # name: (function of (product, extra operand), extra operand's shape given the product's)
+    "bias-relu": (lambda p, e: vnp.maximum(p + e, 0.0), lambda s: s[-1:]),
+    "row-scale": (lambda p, e: p * e, lambda s: s[-2:-1] + (1,)),
+    "mask": (lambda p, e: vnp.where(e > 0, p, 0.0), lambda s: s),
+    "sgd": (lambda p, e: e - 0.01 * p, lambda s: s),
+    "scalar": (lambda p, e: p * 3.0 + e, lambda s: ()),
+}
+
+
+@pytest.mark.parametrize("name", list(_EPILOGUES))
+@pytest.mark.parametrize("shapes", [((33, 20), (20, 17)), ((3, 9, 8), (8, 12)), ((2, 3, 5, 16), (3, 16, 7))],
+                         ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
+@pytest.mark.parametrize("tiling", ["device", "gpu-small", "gpu-vec4-small", "cpu", "cpu-narrow"], indirect=True)
+@pytest.mark.parametrize("transposed", [False, True], ids=["AB", "ATBT"])
+def test_epilogue_runs_in_the_matmul_kernel(name, shapes, tiling, transposed):
+    """A small elementwise consumer of a MatMul is applied at its stores: one kernel, the
+    same values as computed apart (fusion off), for biases, row scales, masks, optimiser
+    updates and scalars, batched or not, with transposed operands or not."""
+    import vkml
+    from vkml.vulkan import fusion
+    fn, extra = _EPILOGUES[name]
+    sa, sb = shapes
+    a = RNG.uniform(-1, 1, sa).astype(np.float32)
+    b = RNG.uniform(-1, 1, sb).astype(np.float32)
+    out_shape = np.matmul(a, b).shape
+    e = RNG.uniform(-1, 1, extra(out_shape)).astype(np.float32)
+    args = [np.ascontiguousarray(np.swapaxes(a, -1, -2)), np.ascontiguousarray(np.swapaxes(b, -1, -2))] \
+        if transposed else [a, b]
+
+    def f(x, y, z):
+        if transposed:
+            x, y = vnp.swapaxes(x, -1, -2), vnp.swapaxes(y, -1, -2)
+        return fn(x @ y, z)
+    vargs = [vnp.asarray(v) for v in args + [e]]
+    want = np.asarray(fn(vnp.asarray(np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)),
+                         vnp.asarray(e)))
+    jf = vkml.jit(f)
+    got = np.asarray(jf(*vargs))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=32 * EPS32 * np.sqrt(sa[-1]))
+    groups = fusion.schedule(jf.lower(*vargs).graph)
+    assert len(groups) == 1 and groups[0].node.op is OpKind.MatMul and groups[0].epilogue is not None
+    with fusion.disabled():
+        np.testing.assert_allclose(np.asarray(vkml.jit(f)(*vargs)), got, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_epilogue_of_other_dtypes(dtype):
+    import vkml
+    a = RNG.integers(-5, 5, (2, 7, 9)).astype(dtype)
+    b = RNG.integers(-5, 5, (9, 6)).astype(dtype)
+    c = RNG.integers(-5, 5, (6,)).astype(dtype)
+    got = vkml.jit(lambda x, y, z: vnp.maximum(x @ y + z, 0))(vnp.asarray(a), vnp.asarray(b), vnp.asarray(c))
+    np.testing.assert_array_equal(np.asarray(got), np.maximum(a @ b + c, 0))
+
+
+def test_epilogue_not_fused_where_its_loads_would_not_fit():
+    """A per-batch bias (a batch stride) or a product used twice keeps its own kernels."""
+    import vkml
+    from vkml.vulkan import fusion
+    a = RNG.uniform(-1, 1, (3, 5, 4)).astype(np.float32)
+    b = RNG.uniform(-1, 1, (4, 6)).astype(np.float32)
+    c = RNG.uniform(-1, 1, (3, 1, 6)).astype(np.float32)
+    for f, want in [(lambda x, y, z: x @ y + z, a @ b + c),
+                    (lambda x, y, z: ((x @ y) * 2.0, (x @ y).sum()), None)]:
+        jf = vkml.jit(f)
+        args = [vnp.asarray(v) for v in (a, b, c)]
+        got = jf(*args)
+        if want is not None:
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+        groups = fusion.schedule(jf.lower(*args).graph)
+        assert all(g.epilogue is None for g in groups if g.node is not None and g.node.op is OpKind.MatMul)

@@ -192,6 +192,10 @@ def _lower_group(g, views: dict, out: View, ctx: LowerCtx) -> None:
         pro = None if g.prologue is None else (g.prologue, [views[l.id] for l in g.prologue.leaves])
         epi = None if g.epilogue is None else (
             g.epilogue, [None if l is g.node else views[l.id] for l in g.epilogue.leaves])
+        if g.operands is not None:     # a MatMul's epilogue, its transposes folded or not
+            family(SPECS[g.node.op].kernel).lower(g.node, [views[i.id] for i in g.operands], out, ctx,
+                                                  transposed=g.transposed, epilogue=epi)
+            return
         ins = [views[i.id] for i in g.node.inputs] if pro is None else [None]
         family(SPECS[g.node.op].kernel).lower(g.node, ins, out, ctx, prologue=pro, epilogue=epi)
     elif g.operands is not None:

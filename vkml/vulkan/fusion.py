@@ -22,7 +22,8 @@ A value is materialised (written to memory, ending its region) where it must be:
   * a Reshape of it cannot be expressed as a strided layout (the input of that Reshape
     is materialised instead), or the region grows past the binding/size limits below.
 A same-shape elementwise *epilogue* of a reduction is applied by the reduction's final
-pass before its store, so the reduction's own value never reaches memory.
+pass before its store, so the reduction's own value never reaches memory; likewise a
+small one of a MatMul (a bias, an activation, a mask) is applied at the MatMul's stores.
 
 `schedule(graph)` returns the Groups in execution order; the executor plans memory over
 exactly that schedule, so fused-away values take no arena space. `ENABLED` (environment
@@ -483,6 +484,37 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
         epi_of[e] = n.id
     fused_reduce = set(epi_of.values())
 
+    # MatMul epilogues: a product whose consumers are all in one region of its own shape
+    # and dtype, read in its order, where the region's other loads are the product's
+    # order too or have no batch stride (a bias), and the code is small (it is repeated
+    # at every store of the kernel's register tile)
+    mm_epi: dict[int, int] = {}       # region root id -> MatMul node id
+    for n in nodes:
+        if (n.op is not OpKind.MatMul or not MATMUL_EPILOGUES or n.id in outs or not cons[n.id]
+                or len(n.shape) < 2):
+            continue
+        cs = cons[n.id]
+        if any(kind[c.id] not in ("ew", "move") for c in cs):
+            continue
+        s = frozenset().union(*(member[c.id] for c in cs))
+        if len(s) != 1:
+            continue
+        (e,) = s
+        if e not in mat or e in epi_of or e in mm_epi:
+            continue
+        reg = regions[e]
+        if tuple(reg.shape) != tuple(n.shape) or reg.dtype != n.dtype or reg.weight > EPILOGUE_BUDGET:
+            continue
+        mine = [ld for ld in reg.loads if reg.leaves[ld[0]] is n]
+        others = [ld for ld in reg.loads if reg.leaves[ld[0]] is not n]
+        if len(mine) != 1 or not is_identity(mine[0], reg.shape) or len(others) > 4:
+            continue
+        if not all(is_identity(ld, reg.shape) or
+                   all(x == 0 or d == 1 for x, d in zip(ld[2][:-2], reg.shape[:-2])) for ld in others):
+            continue
+        mm_epi[e] = n.id
+    fused_mm = set(mm_epi.values())
+
     groups = []
     for n in nodes:
         k = kind[n.id]
@@ -490,10 +522,16 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
             if n.id in epi_of:
                 rd = by_id[epi_of[n.id]]
                 groups.append(_reduce_group(rd, regions, pro, regions[n.id], n))
+            elif n.id in mm_epi:
+                m = by_id[mm_epi[n.id]]
+                ops, tr = folded.get(m.id, (tuple(m.inputs), (False, False)))
+                reg = regions[n.id]
+                groups.append(Group(n, node=m, epilogue=reg, operands=tuple(ops), transposed=tuple(tr),
+                                    reads=tuple(ops) + tuple(l for l in reg.leaves if l is not m)))
             else:
                 reg = regions[n.id]
                 groups.append(Group(n, region=reg, reads=tuple(reg.leaves)))
-        elif k == "opaque" and n.id not in fused_reduce:
+        elif k == "opaque" and n.id not in fused_reduce and n.id not in fused_mm:
             if _is_reduce(n):
                 groups.append(_reduce_group(n, regions, pro, None, n))
             elif n.id in folded:
@@ -505,6 +543,8 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
 
 
 FOLD_TRANSPOSES = True   # tests turn it off to compare with materialised transposes
+MATMUL_EPILOGUES = True  # likewise for elementwise epilogues of MatMul
+EPILOGUE_BUDGET = 12     # weight (`elementwise.op_weight`) of a MatMul epilogue's code
 
 
 def _is_transpose(n: Node) -> bool:

@@ -180,8 +180,52 @@ def _mad(T: str, acc: str, a: str, b: str) -> str:
     return f"{acc} = fma({a}, {b}, {acc});"
 
 
+def _epilogue(epi, rank: int):
+    """(declarations, lines for main's start, store(value, row, col) -> expression) for an
+    elementwise epilogue.
+
+    epi = (function source, uses math, double math, leaf GLSL types, loads): loads are
+    per region load (-1: the product itself, else (leaf, 'i' | 'm')): 'i' reads the leaf
+    in the product's own order (off + batch offset + row * N + col), 'm' through row and
+    column strides with no batch stride (off + row * sM + col * sN; a bias is sM = 0).
+    Offsets and strides travel in meta after the batch layout and are read once into
+    locals: re-read at every store (the compiler cannot tell meta from C) they tripled a
+    lavapipe kernel's time."""
+    if epi is None:
+        return "", [], lambda v, r, c: v
+    fn, math, dbl, types, loads = epi
+    from .elementwise import math_lib
+    src = "".join(binding(4 + j, t, f"z{j}", readonly=True) for j, t in enumerate(types))
+    if math:
+        src += math_lib("double" if dbl else "float")
+    src += fn
+    hoist, k = [], 6 + 3 * rank
+    for q, ld in enumerate(loads):
+        if ld == -1:
+            continue
+        if ld[1] == "i":
+            hoist.append(f"  int eo{q} = meta[{k}] + coff;")
+            k += 1
+        else:
+            hoist.append(f"  int eo{q} = meta[{k}]; int er{q} = meta[{k + 1}]; int ec{q} = meta[{k + 2}];")
+            k += 3
+
+    def store(v: str, r: str, c: str) -> str:
+        args = []
+        for q, ld in enumerate(loads):
+            if ld == -1:
+                args.append(v)
+            elif ld[1] == "i":
+                args.append(f"z{ld[0]}[eo{q} + ({r}) * N + {c}]")
+            else:
+                args.append(f"z{ld[0]}[eo{q} + ({r}) * er{q} + ({c}) * ec{q}]")
+        return f"epi({', '.join(args)})"
+    return src, hoist, store
+
+
 @lru_cache(maxsize=None)
-def _shared_source(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = False) -> tuple[str, int]:
+def _shared_source(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = False,
+                   epi=None) -> tuple[str, int]:
     """Invocation (tx, ty) owns rows m0 + ty + i*TY and columns n0 + tx + j*TX, so
     neighbouring invocations read neighbouring shared-memory words and store
     neighbouring output elements.
@@ -199,9 +243,10 @@ def _shared_source(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = Fa
     SA, SB = BM + (4 if ca else 1), BN + (4 if cb else 1)
     row = (lambda i: f"ty * {t.tm} + {i}") if ca else (lambda i: f"ty + {i * TY}")
     col = (lambda j: f"tx * {t.tn} + {j}") if cb else (lambda j: f"tx + {j * TX}")
+    edecl, ehoist, estore = _epilogue(epi, rank)
     src = [binding(1, T, "C"), binding(2, T, "A", readonly=True), binding(3, T, "B", readonly=True),
-           f"shared {T} As[{BK * SA}];\nshared {T} Bs[{BK * SB}];\n"]
-    L = _prologue(rank)
+           edecl, f"shared {T} As[{BK * SA}];\nshared {T} Bs[{BK * SB}];\n"]
+    L = _prologue(rank) + ehoist
     L += ["  int tid = int(gl_LocalInvocationID.x);",
           f"  int tx = tid % {TX}; int ty = tid / {TX};",
           f"  int m0 = tmi * {BM}; int n0 = tni * {BN};"]
@@ -235,8 +280,8 @@ def _shared_source(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = Fa
     L += ["    }", "    barrier();", "  }"]
     for i in range(t.tm):
         L += [f"  {{ int r = m0 + {row(i)};", "    if (r < M) {"]
-        L += [f"      if (n0 + {col(j)} < N) C[coff + r * N + n0 + {col(j)}] = acc_{i}_{j};"
-              for j in range(t.tn)]
+        L += [f"      if (n0 + {col(j)} < N) C[coff + r * N + n0 + {col(j)}] = "
+              f"{estore(f'acc_{i}_{j}', 'r', f'n0 + {col(j)}')};" for j in range(t.tn)]
         L += ["    } }"]
     L.append("}")
     return "".join(src) + "\n".join(L) + "\n", threads
@@ -257,7 +302,7 @@ def vec4_fits(t: Tiling, T: str, M: int, N: int, K: int, ta: bool, tb: bool) -> 
 
 @lru_cache(maxsize=None)
 def _vec4_source(t: Tiling, rank: int, ta: bool = False, tb: bool = False,
-                 prefetch: bool = False) -> tuple[str, int]:
+                 prefetch: bool = False, epi=None) -> tuple[str, int]:
     """The shared-memory scheme with 16-byte traffic (float32; see `vec4_fits`).
 
     Slabs move from global memory as vec4s (a load along k is spread over four rows of
@@ -269,10 +314,11 @@ def _vec4_source(t: Tiling, rank: int, ta: bool = False, tb: bool = False,
     BM, BN, BK = t.bm, t.bn, t.bk
     QA, QB = BM // 4, BN // 4              # vec4s per slab row
     ga, gb = t.tm // 4, t.tn // 4
+    edecl, ehoist, estore = _epilogue(epi, rank)
     src = [binding(1, "float", "C"), binding(2, "vec4", "A", readonly=True),
-           binding(3, "vec4", "B", readonly=True),
+           binding(3, "vec4", "B", readonly=True), edecl,
            f"shared vec4 As[{BK * QA}];\nshared vec4 Bs[{BK * QB}];\n"]
-    L = _prologue(rank)
+    L = _prologue(rank) + ehoist
     L += ["  int tid = int(gl_LocalInvocationID.x);",
           f"  int tx = tid % {TX}; int ty = tid / {TX};",
           f"  int m0 = tmi * {BM}; int n0 = tni * {BN};"]
@@ -340,7 +386,7 @@ def _vec4_source(t: Tiling, rank: int, ta: bool = False, tb: bool = False,
         L += [f"  {{ int r = m0 + ({(i // 4) * TY} + ty) * 4 + {i % 4};", "    if (r < M) {"]
         for j in range(t.tn):
             c = f"n0 + ({(j // 4) * TX} + tx) * 4 + {j % 4}"
-            L.append(f"      if ({c} < N) C[coff + r * N + {c}] = acc_{i}_{j};")
+            L.append(f"      if ({c} < N) C[coff + r * N + {c}] = {estore(f'acc_{i}_{j}', 'r', c)};")
         L += ["    } }"]
     L.append("}")
     return "".join(src) + "\n".join(L) + "\n", threads
@@ -389,7 +435,7 @@ def _wide(T: str, w: int):
 
 @lru_cache(maxsize=None)
 def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
-                     tb: bool = False) -> tuple[str, int]:
+                     tb: bool = False, epi=None) -> tuple[str, int]:
     """Lane l owns rows m0 + i (i < tm) and columns n0 + l*tn + j (j < tn).
 
     A chunk of k values is handed out per lane and shared by shuffles: A's rows are read
@@ -404,8 +450,10 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     src = ["#extension GL_KHR_shader_subgroup_shuffle : enable\n"]
     if "64" in TA + TB:
         src.append("#extension GL_ARB_gpu_shader_int64 : enable\n")
-    src += [binding(1, T, "C"), binding(2, TA, "A", readonly=True), binding(3, TB, "B", readonly=True)]
-    L = _prologue(rank)
+    edecl, ehoist, estore = _epilogue(epi, rank)
+    src += [binding(1, T, "C"), binding(2, TA, "A", readonly=True), binding(3, TB, "B", readonly=True),
+            edecl]
+    L = _prologue(rank) + ehoist
     L += ["  int lane = int(gl_SubgroupInvocationID);",
           f"  int row0 = tmi * {TM}; int col0 = tni * {S * TN} + lane * {TN};",
           f"  int Nw = N / {wb};"]
@@ -487,7 +535,8 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     L.append("  }")
     for i in range(TM):
         L += [f"  if (row0 + {i} < M) {{", f"    int cr = coff + (row0 + {i}) * N + col0;"]
-        L += [f"    if (col0 + {j} < N) C[cr + {j}] = acc_{i}_{j};" for j in range(TN)]
+        L += [f"    if (col0 + {j} < N) C[cr + {j}] = "
+              f"{estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}')};" for j in range(TN)]
         L += ["  }"]
     L.append("}")
     return "".join(src) + "\n".join(L) + "\n", S
@@ -517,11 +566,56 @@ def _swap(shape: tuple) -> tuple:
     return tuple(shape[:-2]) + (shape[-1], shape[-2])
 
 
-def lower(node, ins, out, ctx, transposed: tuple = (False, False)) -> None:
+def _epilogue_key(epilogue, node):
+    """(kernel key, meta, views) of an elementwise epilogue (region, views per leaf; None
+    for the product itself), in `_epilogue`'s terms."""
+    if epilogue is None:
+        return None, [], []
+    from .elementwise import region_function, uses_double
+    reg, eviews = epilogue
+    fn, math = region_function(reg, "epi")
+    zi, types, views = {}, [], []
+    for j, (l, v) in enumerate(zip(reg.leaves, eviews)):
+        if v is not None:
+            zi[j] = len(types)
+            types.append(dt.glsl_type(l.dtype))
+            views.append(v)
+    loads, meta = [], []
+    N = node.shape[-1]
+    for li, off, st in reg.loads:
+        if eviews[li] is None:
+            loads.append(-1)
+        elif tuple(st) == tuple(_contiguous(reg.shape)) or _is_identity(st, reg.shape):
+            loads.append((zi[li], "i"))
+            meta.append(off)
+        else:
+            if any(x and d > 1 for x, d in zip(st[:-2], reg.shape[:-2])):
+                raise AssertionError(f"MatMul: epilogue load {st} over {reg.shape} strides a batch dim")
+            loads.append((zi[li], "m"))
+            meta += [off, st[-2] if reg.shape[-2] > 1 else 0, st[-1] if N > 1 else 0]
+    return (fn, math, uses_double(reg), tuple(types), tuple(loads)), meta, views
+
+
+def _contiguous(shape) -> list:
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return st
+
+
+def _is_identity(st, shape) -> bool:
+    return all(d == 1 or s == c for d, s, c in zip(shape, st, _contiguous(shape)))
+
+
+def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None) -> None:
     """Queue the dispatch computing node (MatMul) from views ins = (A, B) into out.
 
     transposed: ins[0] holds A's transpose (..., K, M) / ins[1] B's (..., N, K), which the
-    shared-memory kernel reads in place (`fusion` folds a transpose into the MatMul).
+    kernels read in place (`fusion` folds a transpose into the MatMul). epilogue:
+    (region, views per region leaf, None for the product) of a same-shape elementwise
+    region applied before the store (a bias, an activation, a mask), so the product
+    itself is never written (`fusion` checks that its loads are ones `_epilogue` reads).
 
     >>> import vkml.numpy as vnp
     >>> (vnp.ones((2, 1, 1, 3)) @ vnp.ones((4, 3, 5))).shape
@@ -543,6 +637,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False)) -> None:
         raise ValueError(f"MatMul: {len(shp)} non-mergeable batch dims exceed the kernel limit of "
                          f"{MAX_BATCH_RANK} (shapes {a.shape} @ {b.shape})")
     T = dt.glsl_type(node.dtype)
+    epi, epi_meta, epi_views = _epilogue_key(epilogue, node)
     t = choose_tiling(ctx.dev, node.dtype, M, N, K)
     prefetch = PREFETCH
     if t.strategy == "shared" and VEC4 and _override is None:
@@ -551,20 +646,21 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False)) -> None:
         t = t4 if vec4_fits(t4, T, M, N, K, ta, tb) else t
     name = None
     if t.strategy == "shared" and VEC4 and vec4_fits(t, T, M, N, K, ta, tb):
-        body, local = _vec4_source(t, len(shp), ta, tb, prefetch)
+        body, local = _vec4_source(t, len(shp), ta, tb, prefetch, epi)
         tile_m, tile_n = t.bm, t.bn
         name = "MatMul_shared4"
     elif t.strategy == "shared":
-        body, local = _shared_source(t, T, len(shp), ta, tb)
+        body, local = _shared_source(t, T, len(shp), ta, tb, epi)
         tile_m, tile_n = t.bm, t.bn
     else:
         if ta:   # wa runs along m: a width dividing both m and the row tile
             t = replace(t, wa=_width(min(8, t.tm), math.gcd(M, t.tm), T, ctx.dev))
         if tb:   # wb runs along k, within one chunk
             t = replace(t, wb=_width(8, math.gcd(K, ctx.dev.subgroup_size), T, ctx.dev))
-        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb)
+        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
-    meta = [M, N, K, tiles_m, tiles_n, nbatch, *shp, *sa, *sb]
-    k = ctx.kernel(name if name else f"MatMul_{t.strategy}", body, 3, local_size=local)
-    ctx.dispatch(k, meta, [out, a, b], writes=(0,), groups=tiles_m * tiles_n * nbatch)
+    meta = [M, N, K, tiles_m, tiles_n, nbatch, *shp, *sa, *sb, *epi_meta]
+    name = (name or f"MatMul_{t.strategy}") + ("_epi" if epi is not None else "")
+    k = ctx.kernel(name, body, 3 + len(epi_views), local_size=local)
+    ctx.dispatch(k, meta, [out, a, b, *epi_views], writes=(0,), groups=tiles_m * tiles_n * nbatch)
