@@ -6,6 +6,7 @@ that a traced value cannot be read back to the host.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -247,13 +248,58 @@ def bind(kind: OpKind, operands: list, _tag: Any = None, **attrs: Any) -> Array:
         if not tracer.grad_enabled() and kind is not OpKind.StopGradient and dt.is_float(out.dtype):
             out = Array._traced(t, t.emit(OpKind.StopGradient, [out], {}, _tag))
         return out
-    ins = []
     for i, v in enumerate(operands):
         if v._trace is not None:
             raise tracer.LeakedTracerError(
                 f"{kind.value}: operand {i} is a value traced inside a transform that has returned; "
                 f"return it from the transformed function instead")
-        ins.append(Node(OpKind.Input, (), {"shape": v.shape, "dtype": v.dtype, "index": i}))
-    node = Node(kind, ins, attrs)
-    from .jit import execute
-    return execute(Graph(ins, [node]), list(operands))[0]
+    return _eager(kind, operands, attrs)
+
+
+EAGER_CACHE = 256    # compiled single-operator programs kept (least recently used dropped)
+_eager_cache: "OrderedDict" = None   # type: ignore[assignment]
+_eager_lock = threading.Lock()
+
+
+def _freeze(v: Any):
+    """A hashable key for an attribute value that tells apart what == does not (1, 1.0 and
+    True; 0.0 and -0.0; nan): a kernel may bake the value into its source."""
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, tuple(_freeze(x) for x in v))
+    if isinstance(v, (float, np.floating, complex, np.complexfloating)):
+        return (type(v).__name__, repr(v))
+    if isinstance(v, np.ndarray):
+        raise TypeError("array attribute")
+    hash(v)
+    return (type(v).__name__, v)
+
+
+def _eager(kind: OpKind, operands: list, attrs: dict) -> "Array":
+    """Run one operator now: compiled once per operator, attributes and operand shapes
+    and dtypes (like a jitted function of one operator), so that a repeated eager
+    operator replays a recorded command buffer instead of lowering and recording again."""
+    global _eager_cache
+    from .jit import Compiled
+    try:
+        key = (kind, tuple(sorted((k, _freeze(v)) for k, v in attrs.items())),
+               tuple((v.shape, v.dtype) for v in operands))
+    except TypeError:
+        key = None
+    if _eager_cache is None:
+        from collections import OrderedDict
+        _eager_cache = OrderedDict()
+    with _eager_lock:
+        c = _eager_cache.get(key) if key is not None else None
+        if c is not None:
+            _eager_cache.move_to_end(key)
+    if c is None:
+        ins = [Node(OpKind.Input, (), {"shape": v.shape, "dtype": v.dtype, "index": i})
+               for i, v in enumerate(operands)]
+        graph = Graph(ins, [Node(kind, ins, attrs)])
+        c = Compiled(graph, graph)
+        if key is not None:
+            with _eager_lock:
+                _eager_cache[key] = c
+                while len(_eager_cache) > EAGER_CACHE:
+                    _eager_cache.popitem(last=False)
+    return c.run(operands, ())[0]

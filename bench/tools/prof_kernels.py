@@ -1,5 +1,5 @@
 """Per-kernel device times (Jitted.profile) of the large MLP step and the chain, grouped by
-kernel name: where a workload's time goes. Usage: python bench/tools/prof_kernels.py [mlp|chain|all|variants|sweep|sgsweep|mlpwall] [scale]"""
+kernel name: where a workload's time goes. Usage: python bench/tools/prof_kernels.py [mlp|chain|all|variants|sweep|shapes|sgsweep|mlpwall] [scale]"""
 import collections
 import sys
 
@@ -131,6 +131,30 @@ def subgroup_sweep():
     mm.set_tiling(None)
 
 
+def shape_sweep():
+    """Kernel time of float32 matmuls of several shapes per shared-memory tiling (GPU
+    tuning beyond 4096^3: 1024^3, and the MLP's n = 10 products)."""
+    from vkml.vulkan.lower import matmul as mm
+    rng = np.random.default_rng(0)
+    configs = [None, (8, 4, 64, 64, 8), (4, 4, 32, 64, 8), (4, 4, 64, 32, 8), (4, 4, 32, 32, 8),
+               (8, 4, 64, 32, 16), (4, 8, 32, 64, 16), (8, 8, 64, 64, 16), (16, 8, 128, 128, 16)]
+    for (m, k, n), lay in [((1024, 1024, 1024), "NN"), ((4096, 4096, 10), "NN"), ((4096, 4096, 10), "AT"),
+                           ((2048, 2048, 2048), "NN")]:
+        a = vnp.asarray(rng.standard_normal((k, m) if lay == "AT" else (m, k)).astype(np.float32))
+        b = vnp.asarray(rng.standard_normal((k, n)).astype(np.float32))
+        for c in configs:
+            mm.set_tiling(None if c is None else mm.Tiling("shared", tm=c[0], tn=c[1], bm=c[2], bn=c[3], bk=c[4]))
+            f = vkml.jit(lambda p, q: (p.T if lay == "AT" else p) @ q)
+            try:
+                f.profile(a, b)
+                t = min(sum(s for _, s in f.profile(a, b)) for _ in range(3))
+            except Exception as e:
+                print(f"   {m}x{k}x{n} {lay} {c}: {type(e).__name__}")
+                continue
+            print(f"   {m}x{k}x{n} {lay} {c or 'default'}: {t * 1e6:8.1f} us  {2 * m * n * k / t / 1e12:6.2f} TF/s")
+    mm.set_tiling(None)
+
+
 def mlp_wall(batch=4096, dims=(1024, 4096, 4096, 10)):
     """Wall time per jitted MLP step against its kernel time, and the recording cache."""
     import time
@@ -155,6 +179,8 @@ if __name__ == "__main__":
         chain(int((16 << 20) * scale))
     if what == "sweep":
         matmul_sweep()
+    if what == "shapes":
+        shape_sweep()
     if what == "sgsweep":
         subgroup_sweep()
     if what == "mlpwall":
