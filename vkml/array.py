@@ -296,7 +296,7 @@ def _eager(kind: OpKind, operands: list, attrs: dict) -> "Array":
         ins = [Node(OpKind.Input, (), {"shape": v.shape, "dtype": v.dtype, "index": i})
                for i, v in enumerate(operands)]
         graph = Graph(ins, [Node(kind, ins, attrs)])
-        c = Compiled(graph, graph)
+        c = Compiled(graph, graph, copy_fallback=False)
         if key is not None:
             with _eager_lock:
                 _eager_cache[key] = c

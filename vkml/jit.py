@@ -155,7 +155,7 @@ class Compiled:
     falls back to copying everything, through one recording.
     """
 
-    def __init__(self, graph: Graph, exec_graph: Graph):
+    def __init__(self, graph: Graph, exec_graph: Graph, copy_fallback: bool = True):
         from .vulkan import runtime
         from .vulkan.executor import Placeholder, lower_graph
         self.graph = graph              # for inlining into an enclosing trace (keeps StopGradient)
@@ -177,6 +177,9 @@ class Compiled:
         self.base = None                            # the first recording: the others share its meta
         self.calls = self.misses = 0
         self.direct = True
+        # eager operators keep binding (a new recording per binding): their operands are
+        # fresh results each time, where copying would double the memory traffic
+        self.copy_fallback = copy_fallback
         self.copy_in = self.copy_out = None         # CopyCommands, made on first use
 
     @property
@@ -216,7 +219,7 @@ class Compiled:
         self.recordings[key] = rec
         while len(self.recordings) > RECORDINGS_KEPT:
             self.recordings.popitem(last=False)
-        if self.misses > 2 * RECORDINGS_KEPT and 2 * self.misses > self.calls:
+        if self.copy_fallback and self.misses > 2 * RECORDINGS_KEPT and 2 * self.misses > self.calls:
             self.direct = False        # bindings keep changing: copy instead of re-recording
         return rec
 
