@@ -116,6 +116,17 @@ def test_gpu_tiling_fits_limits(dev, dtype):
     assert t.bk * (t.bm + t.bn + 2) * np.dtype(dtype).itemsize <= dev.max_shared_memory
 
 
+def test_gpu_products_too_small_for_the_device_take_smaller_tiles():
+    gpu = _fake(False, 32, 48 << 10, 1024)
+    t, _ = mm.select_tiling(gpu, np.float32, 4096, 10, 4096)           # 32 tiles of 128 x 128
+    assert (t.bm, t.bn) == (mm.SKINNY_TILING.bm, mm.SKINNY_TILING.bn)
+    t, _ = mm.select_tiling(gpu, np.float32, 4096, 4096, 4096)         # plenty of tiles
+    assert t == mm.VEC4_TILINGS[(False, False)][0]
+    t, _ = mm.select_tiling(gpu, np.float32, 64, 10, 64, nbatch=512)   # the batch fills it
+    assert t.bm != mm.SKINNY_TILING.bm or t.bn != mm.SKINNY_TILING.bn
+    assert mm.select_tiling(_fake(True, 8, 32 << 10, 1024), np.float32, 4096, 10, 4096)[0].strategy == "subgroup"
+
+
 def test_cpu_tiling_shrinks_to_small_operands():
     dev = _fake(True, 8, 32 << 10, 1024)
     big = mm.choose_tiling(dev, np.float32, 1024, 1024, 1024)

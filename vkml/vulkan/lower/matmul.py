@@ -566,6 +566,42 @@ def _swap(shape: tuple) -> tuple:
     return tuple(shape[:-2]) + (shape[-1], shape[-2])
 
 
+# A product whose default tiles make fewer workgroups than this (the H200 has 132
+# multiprocessors) takes SKINNY_TILING: 4096 x 4096 @ 4096 x 10, 32 workgroups of 128 x
+# 128, ran 714 us; in 32 x 64 tiles 356 (`python bench/tools/prof_kernels.py shapes`).
+MIN_WORKGROUPS = 128
+SKINNY_TILING = Tiling("shared", tm=4, tn=8, bm=32, bn=64, bk=16)
+
+
+def select_tiling(dev, dtype, M: int, N: int, K: int, nbatch: int = 1, ta: bool = False,
+                  tb: bool = False) -> tuple[Tiling, bool]:
+    """(tiling, register prefetch) for one product: a forced tiling, else the device
+    type's; on GPUs the vec4 tiling tuned for the operand layout where it fits, and
+    smaller tiles for a product too small to fill the device.
+
+    >>> from types import SimpleNamespace as NS
+    >>> gpu = NS(is_cpu=False, subgroup_size=32, max_shared_memory=48 << 10,
+    ...          max_workgroup_invocations=1024, has_int64=True, name="gpu")
+    >>> select_tiling(gpu, "float32", 4096, 10, 4096)[0].bm
+    32
+    """
+    T = dt.glsl_type(dtype)
+    t = choose_tiling(dev, dtype, M, N, K)
+    prefetch = PREFETCH
+    if t.strategy != "shared" or _override is not None:
+        return t, prefetch
+    if VEC4:
+        tuned, pf = VEC4_TILINGS[(ta, tb)]
+        t4 = choose_tiling(dev, dtype, M, N, K, prefer=tuned)
+        if vec4_fits(t4, T, M, N, K, ta, tb):
+            t, prefetch = t4, pf
+    if -(-M // t.bm) * -(-N // t.bn) * nbatch < MIN_WORKGROUPS:
+        small = choose_tiling(dev, dtype, M, N, K, prefer=SKINNY_TILING)
+        if -(-M // small.bm) * -(-N // small.bn) > -(-M // t.bm) * -(-N // t.bn):
+            t, prefetch = small, False
+    return t, prefetch
+
+
 def _epilogue_key(epilogue, node):
     """(kernel key, meta, views) of an elementwise epilogue (region, views per leaf; None
     for the product itself), in `_epilogue`'s terms."""
@@ -638,12 +674,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
                          f"{MAX_BATCH_RANK} (shapes {a.shape} @ {b.shape})")
     T = dt.glsl_type(node.dtype)
     epi, epi_meta, epi_views = _epilogue_key(epilogue, node)
-    t = choose_tiling(ctx.dev, node.dtype, M, N, K)
-    prefetch = PREFETCH
-    if t.strategy == "shared" and VEC4 and _override is None:
-        tuned, prefetch = VEC4_TILINGS[(ta, tb)]
-        t4 = choose_tiling(ctx.dev, node.dtype, M, N, K, prefer=tuned)
-        t = t4 if vec4_fits(t4, T, M, N, K, ta, tb) else t
+    t, prefetch = select_tiling(ctx.dev, node.dtype, M, N, K, nbatch, ta, tb)
     name = None
     if t.strategy == "shared" and VEC4 and vec4_fits(t, T, M, N, K, ta, tb):
         body, local = _vec4_source(t, len(shp), ta, tb, prefetch, epi)
