@@ -13,13 +13,27 @@ from __future__ import annotations
 
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
-from ..kernels import binding
+from ..kernels import binding, divisor
 
 _GEOM = """
   int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5];
   int KH = meta[6], KW = meta[7], SH = meta[8], SW = meta[9];
   int PH = meta[10], PW = meta[11], DH = meta[12], DW = meta[13];
+  int mL = meta[14], sL = meta[15], mCK = meta[16], sCK = meta[17], mKK = meta[18], sKK = meta[19];
+  int mKW = meta[20], sKW = meta[21], mOW = meta[22], sOW = meta[23], mW = meta[24], sW = meta[25];
+  int mH = meta[26], sH = meta[27], mSH = meta[28], sSH = meta[29], mSW = meta[30], sSW = meta[31];
+  int mOH = meta[32], sOH = meta[33];
 """
+
+# Divisions by the geometry go through `udiv` (multiply-high by a host-computed magic
+# number, `kernels.divisor`): lavapipe runs an integer division lane by lane, and Im2Col
+# made ten per element (81 of the 180 ms of a conv2d step there). DIV(x, D) is x / D for
+# 0 <= x < 2^31; callers test signs first (a negative x gives a value that is not used).
+_DIVISORS = ("L", "CK", "KK", "KW", "OW", "W", "H", "SH", "SW", "OH")
+
+
+def _div(x: str, d: str) -> str:
+    return f"int(udiv(uint({x}), m{d}, s{d}))"
 
 _NEG_INF = {"float": "uintBitsToFloat(0xff800000u)",
             "double": "packDouble2x32(uvec2(0u, 0xfff00000u))"}
@@ -30,10 +44,13 @@ void main() {{
   if (gi >= uint(meta[0])) return;{geom}
   int L = OH * OW, CK = C * KH * KW;
   int o = int(gi);
-  int col = o % L, row = (o / L) % CK, n = o / (L * CK);
-  int c = row / (KH * KW), ki = (row / KW) % KH, kj = row % KW;
-  int h = (col / OW) * SH - PH + ki * DH;
-  int w = (col % OW) * SW - PW + kj * DW;
+  int t = DIV(o, L); int col = o - t * L;
+  int n = DIV(t, CK); int row = t - n * CK;
+  int c = DIV(row, KK); int r = row - c * KH * KW;
+  int ki = DIV(r, KW); int kj = r - ki * KW;
+  int oh = DIV(col, OW); int ow = col - oh * OW;
+  int h = oh * SH - PH + ki * DH;
+  int w = ow * SW - PW + kj * DW;
   {T} v = {T}(0);
   if (h >= 0 && h < H && w >= 0 && w < W) v = x[((n * C + c) * H + h) * W + w];
   cols[o] = v;
@@ -45,12 +62,14 @@ void main() {{
 _WINDOWS_OF_PIXEL = """
   for (int ki = KH - 1; ki >= 0; --ki) {
     int hh = h + PH - ki * DH;
-    if (hh < 0 || hh % SH != 0 || hh / SH >= OH) continue;
-    int oh = hh / SH;
+    if (hh < 0) continue;
+    int oh = DIV(hh, SH);
+    if (oh * SH != hh || oh >= OH) continue;
     for (int kj = KW - 1; kj >= 0; --kj) {
       int ww = w + PW - kj * DW;
-      if (ww < 0 || ww % SW != 0 || ww / SW >= OW) continue;
-      int ow = ww / SW;
+      if (ww < 0) continue;
+      int ow = DIV(ww, SW);
+      if (ow * SW != ww || ow >= OW) continue;
       BODY
     }
   }
@@ -62,7 +81,8 @@ void main() {{
   if (gi >= uint(meta[0])) return;{geom}
   int L = OH * OW;
   int o = int(gi);
-  int w = o % W, h = (o / W) % H, nc = o / (H * W);
+  int t = DIV(o, W); int w = o - t * W;
+  int nc = DIV(t, H); int h = t - nc * H;
   {T} acc = {T}(0);
   {loop}
   img[o] = acc;
@@ -73,7 +93,8 @@ void main() {{
 # window; a NaN is the maximum and the first NaN wins; padding is skipped, i.e. -inf).
 # arg stays -1 only for a window that lies wholly in the padding.
 _WINDOW_MAX = """
-  int ow = o % OW, oh = (o / OW) % OH, nc = o / (OH * OW);
+  int t = DIV(o, OW); int ow = o - t * OW;
+  int nc = DIV(t, OH); int oh = t - nc * OH;
   {T} m = {neg_inf};
   int arg = -1;
   for (int ki = 0; ki < KH; ++ki) {{
@@ -111,7 +132,8 @@ void main() {{
   uint gi = gidx();
   if (gi >= uint(meta[0])) return;{geom}
   int o = int(gi);
-  int w = o % W, h = (o / W) % H, nc = o / (H * W);
+  int t = DIV(o, W); int w = o - t * W;
+  int nc = DIV(t, H); int h = t - nc * H;
   {T} acc = {T}(0);
   {loop}
   dx[o] = acc;
@@ -123,7 +145,20 @@ def _meta(total: int, x_shape: tuple, out_hw: tuple, attrs: dict) -> list[int]:
     (kh, kw), (sh, sw) = attrs["kernel"], attrs["stride"]
     (ph, pw), (dh, dw) = attrs["padding"], attrs["dilation"]
     _, c, h, w = x_shape
-    return [total, c, h, w, out_hw[0], out_hw[1], kh, kw, sh, sw, ph, pw, dh, dw]
+    oh, ow = out_hw
+    sizes = {"L": oh * ow, "CK": c * kh * kw, "KK": kh * kw, "KW": kw, "OW": ow, "W": w, "H": h,
+             "SH": sh, "SW": sw, "OH": oh}
+    magic = []
+    for d in _DIVISORS:
+        magic += divisor(max(sizes[d], 1))     # a size of 0 makes no threads
+    return [total, c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, *magic]
+
+
+def _src(template: str, **kw) -> str:
+    """A kernel template with the geometry prelude and DIV(x, D) expanded."""
+    import re
+    body = template.format(geom=_GEOM, **kw)
+    return re.sub(r"DIV\((\w+), (\w+)\)", lambda m: _div(m.group(1), m.group(2)), body)
 
 
 def scratch_bytes(node) -> int:
@@ -144,20 +179,20 @@ def lower(node, ins, out, ctx) -> None:
         x = ins[0]
         oh, ow = _out_hw(x.shape, a)
         decl = binding(1, T, "cols") + binding(2, T, "x", readonly=True)
-        k = ctx.kernel("Im2Col", _IM2COL.format(decl=decl, geom=_GEOM, T=T), 2)
+        k = ctx.kernel("Im2Col", _src(_IM2COL, decl=decl, T=T), 2)
         ctx.dispatch(k, _meta(out.size, x.shape, (oh, ow), a), [out, x], threads=out.size)
     elif op is OpKind.Col2Im:
         oh, ow = _out_hw(out.shape, a)
         decl = binding(1, T, "img") + binding(2, T, "cols", readonly=True)
         loop = _WINDOWS_OF_PIXEL.replace(
             "BODY", "acc += cols[((nc * KH + ki) * KW + kj) * L + oh * OW + ow];")
-        k = ctx.kernel("Col2Im", _COL2IM.format(decl=decl, geom=_GEOM, T=T, loop=loop), 2)
+        k = ctx.kernel("Col2Im", _src(_COL2IM, decl=decl, T=T, loop=loop), 2)
         ctx.dispatch(k, _meta(out.size, out.shape, (oh, ow), a), [out, ins[0]], threads=out.size)
     elif op is OpKind.MaxPool2d:
         x = ins[0]
         wmax = _WINDOW_MAX.format(T=T, neg_inf=_NEG_INF[T])
         decl = binding(1, T, "y") + binding(2, T, "x", readonly=True)
-        k = ctx.kernel("MaxPool2d", _POOL.format(decl=decl, geom=_GEOM, wmax=wmax), 2)
+        k = ctx.kernel("MaxPool2d", _src(_POOL, decl=decl, wmax=wmax), 2)
         ctx.dispatch(k, _meta(out.size, x.shape, out.shape[2:], a), [out, x], threads=out.size)
     elif op is OpKind.MaxPool2dBackward:
         x, g = ins
@@ -166,14 +201,14 @@ def lower(node, ins, out, ctx) -> None:
         # pass 1: each window's argmax once, so pass 2 does not redo kh*kw work per visit
         wmax = _WINDOW_MAX.format(T=T, neg_inf=_NEG_INF[T])
         decl = binding(1, "int", "argm") + binding(2, T, "x", readonly=True)
-        k = ctx.kernel("MaxPool2dArgmax", _ARGMAX.format(decl=decl, geom=_GEOM, wmax=wmax), 2)
+        k = ctx.kernel("MaxPool2dArgmax", _src(_ARGMAX, decl=decl, wmax=wmax), 2)
         ctx.dispatch(k, meta_w, [argm, x], threads=g.size)
         # pass 2: each input pixel sums g over the windows whose argmax it is
         loop = _WINDOWS_OF_PIXEL.replace(
             "BODY", "int wi = (nc * OH + oh) * OW + ow; if (argm[wi] == ki * KW + kj) acc += g[wi];")
         decl = (binding(1, T, "dx") + binding(2, T, "g", readonly=True)
                 + binding(3, "int", "argm", readonly=True))
-        k = ctx.kernel("MaxPool2dBackward", _POOL_BWD.format(decl=decl, geom=_GEOM, T=T, loop=loop), 3)
+        k = ctx.kernel("MaxPool2dBackward", _src(_POOL_BWD, decl=decl, T=T, loop=loop), 3)
         ctx.dispatch(k, _meta(out.size, x.shape, g.shape[2:], a), [out, g, argm], threads=out.size)
     else:
         raise NotImplementedError(f"window family: no lowering for {op.value}")
