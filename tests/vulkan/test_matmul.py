@@ -148,6 +148,17 @@ def test_cpu_tiling_keeps_every_core_busy(monkeypatch):
     assert mm.choose_tiling(dev, np.float32, 64, 10, 256).tm == 16
 
 
+def _transposed_inputs(sa, sb, which):
+    """Operands A (sa) and B (sb), and the arrays a test passes: each operand named in
+    `which` stored transposed (the function under test transposes it back)."""
+    a = RNG.uniform(-2, 2, sa).astype(np.float32)
+    b = RNG.uniform(-2, 2, sb).astype(np.float32)
+    ta, tb = which in ("A.T", "both"), which in ("B.T", "both")
+    at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+    bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+    return a, b, at, bt, ta, tb
+
+
 @pytest.mark.parametrize("which", ["A.T", "B.T", "both"])
 @pytest.mark.parametrize("shapes", [((65, 129), (129, 66)), ((40, 17), (17, 129)),
                                     ((3, 2, 33, 24), (2, 24, 9)), ((68, 36), (36, 132)),
@@ -159,12 +170,7 @@ def test_transposed_operands_read_in_place(which, shapes, vec4):
     import vkml
     from vkml.vulkan import fusion
     sa, sb = shapes
-    a = RNG.uniform(-2, 2, sa).astype(np.float32)
-    b = RNG.uniform(-2, 2, sb).astype(np.float32)
-    ta, tb = which in ("A.T", "both"), which in ("B.T", "both")
-    # the arrays hold the transposes; the function transposes them back into A and B
-    at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
-    bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+    a, b, at, bt, ta, tb = _transposed_inputs(sa, sb, which)
 
     def f(x, y):
         return ((vnp.swapaxes(x, -1, -2) if ta else x) + 0.0) @ (vnp.swapaxes(y, -1, -2) if tb else y)
@@ -200,11 +206,7 @@ def test_subgroup_kernel_reads_transposed_operands(which, shapes, sub):
     import vkml
     from vkml.vulkan import fusion
     sa, sb = shapes
-    a = RNG.uniform(-2, 2, sa).astype(np.float32)
-    b = RNG.uniform(-2, 2, sb).astype(np.float32)
-    ta, tb = which in ("A.T", "both"), which in ("B.T", "both")
-    at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
-    bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+    a, b, at, bt, ta, tb = _transposed_inputs(sa, sb, which)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     mm.set_tiling(TILINGS[sub])
     try:

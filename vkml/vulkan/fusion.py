@@ -463,23 +463,14 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
             continue
         if any(n.inputs[0].shape[a] == 0 for a in n.attrs["axes"]):
             continue                  # an empty reduction is a fill: nothing to fuse into
-        cs = cons[n.id]
-        if any(kind[c.id] not in ("ew", "move") for c in cs):
-            continue
-        s = frozenset().union(*(member[c.id] for c in cs))
-        if len(s) != 1:
-            continue
-        (e,) = s
-        if e not in mat or e in epi_of:
+        e = _sole_region(n, cons, kind, member, mat)
+        if e is None or e in epi_of:
             continue
         reg = regions[e]
         if by_id[e].size != n.size:       # the same elements in the same order, any shape
             continue
-        mine = [ld for ld in reg.loads if reg.leaves[ld[0]] is n]
-        others = [ld for ld in reg.loads if reg.leaves[ld[0]] is not n]
-        if len(mine) != 1 or not is_identity(mine[0], reg.shape):
-            continue
-        if not all(is_identity(ld, reg.shape) or is_scalar(ld) for ld in others):
+        others = _other_loads(reg, n)
+        if others is None or not all(is_identity(ld, reg.shape) or is_scalar(ld) for ld in others):
             continue
         epi_of[e] = n.id
     fused_reduce = set(epi_of.values())
@@ -493,21 +484,14 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
         if (n.op is not OpKind.MatMul or not MATMUL_EPILOGUES or n.id in outs or not cons[n.id]
                 or len(n.shape) < 2):
             continue
-        cs = cons[n.id]
-        if any(kind[c.id] not in ("ew", "move") for c in cs):
-            continue
-        s = frozenset().union(*(member[c.id] for c in cs))
-        if len(s) != 1:
-            continue
-        (e,) = s
-        if e not in mat or e in epi_of or e in mm_epi:
+        e = _sole_region(n, cons, kind, member, mat)
+        if e is None or e in epi_of or e in mm_epi:
             continue
         reg = regions[e]
         if tuple(reg.shape) != tuple(n.shape) or reg.dtype != n.dtype or reg.weight > EPILOGUE_BUDGET:
             continue
-        mine = [ld for ld in reg.loads if reg.leaves[ld[0]] is n]
-        others = [ld for ld in reg.loads if reg.leaves[ld[0]] is not n]
-        if len(mine) != 1 or not is_identity(mine[0], reg.shape) or len(others) > 4:
+        others = _other_loads(reg, n)
+        if others is None or len(others) > 4:
             continue
         if not all(is_identity(ld, reg.shape) or
                    all(x == 0 or d == 1 for x, d in zip(ld[2][:-2], reg.shape[:-2])) for ld in others):
@@ -540,6 +524,28 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
             else:
                 groups.append(Group(n, node=n, reads=n.inputs))
     return groups
+
+
+def _sole_region(n: Node, cons, kind, member, mat) -> int | None:
+    """The one materialised region holding every consumer of n (all elementwise or
+    movement), or None: where n can be an epilogue's input instead of a stored value."""
+    cs = cons[n.id]
+    if any(kind[c.id] not in ("ew", "move") for c in cs):
+        return None
+    s = frozenset().union(*(member[c.id] for c in cs))
+    if len(s) != 1:
+        return None
+    (e,) = s
+    return e if e in mat else None
+
+
+def _other_loads(reg: Region, n: Node) -> list | None:
+    """reg's loads of leaves other than n, when it reads n exactly once in its own order
+    (else None)."""
+    mine = [ld for ld in reg.loads if reg.leaves[ld[0]] is n]
+    if len(mine) != 1 or not is_identity(mine[0], reg.shape):
+        return None
+    return [ld for ld in reg.loads if reg.leaves[ld[0]] is not n]
 
 
 FOLD_TRANSPOSES = True   # tests turn it off to compare with materialised transposes
