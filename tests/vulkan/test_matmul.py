@@ -380,3 +380,29 @@ def test_epilogue_not_fused_where_its_loads_would_not_fit():
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
         groups = fusion.schedule(jf.lower(*args).graph)
         assert all(g.epilogue is None for g in groups if g.node is not None and g.node.op is OpKind.MatMul)
+
+
+def test_relu_layer_under_grad_is_one_kernel_forward():
+    """relu's gradient reads relu's output (x > 0 exactly where relu(x) > 0, nan included),
+    so a layer's pre-activation x @ w + b need not be kept: bias and relu run at the
+    MatMul's stores even when the backward pass follows."""
+    import vkml
+    from vkml.nn import functional as F
+    from vkml.vulkan import fusion
+    x = vnp.asarray(RNG.uniform(-1, 1, (16, 8)).astype(np.float32))
+    w = vnp.asarray(RNG.uniform(-1, 1, (8, 12)).astype(np.float32))
+    b = vnp.asarray(RNG.uniform(-1, 1, (12,)).astype(np.float32))
+    v = vnp.asarray(RNG.uniform(-1, 1, (12, 3)).astype(np.float32))
+    f = vkml.jit(vkml.value_and_grad(lambda w, b: (F.relu(x @ w + b) @ v).sum(), argnums=(0, 1)))
+    groups = fusion.schedule(f.lower(w, b).graph)
+    # the layer's output relu(x @ w + b) is stored by the MatMul kernel; nothing else of
+    # that shape is computed before the backward pass's mask
+    assert any(g.epilogue is not None and g.out.op is OpKind.Relu for g in groups)
+    assert not any(g.node is None and g.out.shape == (16, 12) and g.out.op is OpKind.Relu for g in groups)
+    _, (gw, gb) = f(w, b)
+    z = np.asarray(x) @ np.asarray(w) + np.asarray(b)
+    dz = np.asarray(v).sum(1) * (z > 0)
+    np.testing.assert_allclose(np.asarray(gw), np.asarray(x).T @ dz, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(gb), dz.sum(0), rtol=1e-5, atol=1e-5)
+    g = vkml.grad(lambda v: F.relu(v).sum())(vnp.asarray(np.array([-1.0, 0.0, 2.0, np.nan], np.float32)))
+    np.testing.assert_array_equal(np.asarray(g)[:3], [0.0, 0.0, 1.0])

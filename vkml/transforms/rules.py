@@ -183,7 +183,7 @@ RULES = {
     K.Abs: lambda n, g, x: (where(x > 0.0, g, where(x < 0.0, -g, 0.0)),),
     K.Erf: lambda n, g, x: (g * exp(-(x * x)) * TWO_OVER_SQRT_PI,),
     K.Erfc: lambda n, g, x: (g * exp(-(x * x)) * -TWO_OVER_SQRT_PI,),
-    K.Relu: lambda n, g, x: (where(x > 0.0, g, 0.0),),
+    K.Relu: lambda n, g, x: (where(E(n) > 0.0, g, 0.0),),   # the output: x itself need not be kept
     K.Gelu: _gelu,
     K.Silu: lambda n, g, x: (g * sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x))),),
     K.Cast: lambda n, g, x: (cast(g, x.dtype),),
