@@ -8,7 +8,7 @@ from vkml.array import bind
 from vkml.trace.ops import OpKind
 from vkml.trace.shapes import ShapeError
 
-from tests.ops.cases_window import col2im_ref, maxpool_bwd_ref, out_hw, win
+from tests.ops.cases_window import col2im_ref, im2col_ref, maxpool_bwd_ref, out_hw, win
 
 RNG = np.random.default_rng(7)
 
@@ -138,3 +138,19 @@ def test_shape_errors_name_the_operator():
              **win((2, 2)))
     with pytest.raises(ShapeError, match="Im2Col"):
         bind(OpKind.Im2Col, [vnp.asarray(np.zeros((1, 1, 2, 2), np.float32))], **win((3, 3)))
+
+
+
+@pytest.mark.parametrize("wide", [True, False], ids=["wide", "one-per-thread"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,a", CONFIGS + [((2, 3, 8, 8), win((3, 3), (1, 1), (1, 1))),     # L = 64
+                                               ((1, 2, 6, 6), win((3, 3), (1, 1), (1, 1))),     # L = 36
+                                               ((1, 2, 9, 7), win((3, 3), (2, 2), (1, 0)))])   # L = 15
+def test_im2col_matches_numpy(shape, a, dtype, wide, monkeypatch):
+    """Im2Col against a NumPy unfold, with W columns per thread (rows of L % 8 == 0, 4, or
+    neither) and with one element per thread."""
+    from vkml.vulkan.lower import window
+    monkeypatch.setattr(window, "IM2COL_WIDE", wide)
+    x = RNG.standard_normal(shape).astype(dtype)
+    want = im2col_ref(x, a["kernel"], a["stride"], a["padding"], a["dilation"])
+    np.testing.assert_array_equal(_run(OpKind.Im2Col, [x], **a), want)

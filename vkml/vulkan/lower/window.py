@@ -57,6 +57,31 @@ void main() {{
 }}
 """
 
+# W consecutive columns of one (image, row) per thread, stored as one wide value: the
+# row length L is a multiple of W. lavapipe pays per stored component and lane, so this
+# halves its Im2Col time; the loads stay one per element (they are gathers).
+_IM2COL_WIDE = """{decl}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0]) / {W}u) return;{geom}
+  int L = OH * OW, CK = C * KH * KW;
+  int o = int(gi) * {W};
+  int t = DIV(o, L); int col0 = o - t * L;
+  int n = DIV(t, CK); int row = t - n * CK;
+  int c = DIV(row, KK); int r = row - c * KH * KW;
+  int ki = DIV(r, KW); int kj = r - ki * KW;
+  int base = (n * C + c) * H;
+{body}
+  cols[gi] = {pack};
+}}
+"""
+
+_IM2COL_ELEMENT = """  {T} v{j} = {T}(0);
+  {{ int col = col0 + {j}; int oh = DIV(col, OW); int ow = col - oh * OW;
+    int h = oh * SH - PH + ki * DH; int w = ow * SW - PW + kj * DW;
+    if (h >= 0 && h < H && w >= 0 && w < W) v{j} = x[(base + h) * W + w]; }}"""
+
+
 # The loop over windows that contain input pixel (h, w) of plane nc, in increasing
 # (oh, ow) order; BODY sees ki, kj, oh, ow.
 _WINDOWS_OF_PIXEL = """
@@ -178,9 +203,19 @@ def lower(node, ins, out, ctx) -> None:
     if op is OpKind.Im2Col:
         x = ins[0]
         oh, ow = _out_hw(x.shape, a)
-        decl = binding(1, T, "cols") + binding(2, T, "x", readonly=True)
-        k = ctx.kernel("Im2Col", _src(_IM2COL, decl=decl, T=T), 2)
-        ctx.dispatch(k, _meta(out.size, x.shape, (oh, ow), a), [out, x], threads=out.size)
+        W = _im2col_width(T, oh * ow, ctx.dev)
+        if W > 1:
+            from .elementwise import _pack, _wide_type
+            ext = "#extension GL_ARB_gpu_shader_int64 : enable\n" if W == 8 else ""
+            decl = ext + binding(1, _wide_type(T, W), "cols") + binding(2, T, "x", readonly=True)
+            body = "\n".join(_IM2COL_ELEMENT.format(T=T, j=j) for j in range(W))
+            src = _src(_IM2COL_WIDE, decl=decl, W=W, body=body, pack=_pack(T, W, [f"v{j}" for j in range(W)]))
+            k = ctx.kernel("Im2Col", src, 2)
+            ctx.dispatch(k, _meta(out.size, x.shape, (oh, ow), a), [out, x], threads=out.size // W)
+        else:
+            decl = binding(1, T, "cols") + binding(2, T, "x", readonly=True)
+            k = ctx.kernel("Im2Col", _src(_IM2COL, decl=decl, T=T), 2)
+            ctx.dispatch(k, _meta(out.size, x.shape, (oh, ow), a), [out, x], threads=out.size)
     elif op is OpKind.Col2Im:
         oh, ow = _out_hw(out.shape, a)
         decl = binding(1, T, "img") + binding(2, T, "cols", readonly=True)
@@ -212,6 +247,20 @@ def lower(node, ins, out, ctx) -> None:
         ctx.dispatch(k, _meta(out.size, x.shape, g.shape[2:], a), [out, g, argm], threads=out.size)
     else:
         raise NotImplementedError(f"window family: no lowering for {op.value}")
+
+
+IM2COL_WIDE = True    # tests turn it off to compare with one element per thread
+
+
+def _im2col_width(T: str, L: int, dev) -> int:
+    """Columns per Im2Col thread: 8 (four 64-bit words) for 32-bit data on a CPU device,
+    4 elsewhere, 1 where a row of L columns does not split evenly."""
+    if not IM2COL_WIDE:
+        return 1
+    for w in ((8, 4) if dev.is_cpu and dev.has_int64 and T != "double" else (4,)):
+        if L % w == 0:
+            return w
+    return 1
 
 
 def _out_hw(x_shape: tuple, a: dict) -> tuple[int, int]:
