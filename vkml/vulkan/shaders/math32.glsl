@@ -104,51 +104,66 @@ void vk_f_log1pk(float f, out float hi, out float lo) {
     lo = rl;
 }
 
-// log(x) as hi + lo for finite x > 0: x = 2^e m with m in [sqrt(1/2), sqrt(2))
-void vk_f_log2(float x, out float hi, out float lo) {
-    int e = 0;
-    if (x < 1.17549435e-38) { x *= 16777216.0; e = -24; }    // subnormal: make it normal
-    int bits = floatBitsToInt(x);
-    e += ((bits >> 23) & 0xff) - 127;
-    float m = intBitsToFloat((bits & 0x007fffff) | 0x3f800000);
-    if (m > 1.4142135623730951) { m *= 0.5; e += 1; }
+// e ln2 + log(1 + f) + c as hi + lo, for f exactly representable with |f| <= 0.42 and
+// |c| a few ulp of the result at most (a first-order correction, summed before rounding)
+void vk_f_logk(int e, float f, float c, out float hi, out float lo) {
     float fh, fl;
-    vk_f_log1pk(m - 1.0, fh, fl);                             // m - 1 is exact
+    vk_f_log1pk(f, fh, fl);
     precise float a = float(e) * VK_F_LN2_HI;                 // exact
     precise float s = a + fh;
     precise float bb = s - a;
     precise float err = (a - (s - bb)) + (fh - bb);
-    precise float t = err + (fl + float(e) * VK_F_LN2_LO);
+    precise float t = err + (fl + (float(e) * VK_F_LN2_LO + c));
     precise float rh = s + t;
     precise float rl = t - (rh - s);
     hi = rh;
     lo = rl;
 }
 
-float vk_log(float x) {
-    if (isnan(x) || x < 0.0) return vk_f_nan();
-    if (x == 0.0) return -vk_f_inf();
-    if (isinf(x)) return x;
-    float hi, lo;
-    vk_f_log2(x, hi, lo);
-    return hi + lo;
+// x = 2^e m with m in [0x1.6a09e6p-1, 0x1.6a09e6p0) ~ [sqrt(1/2), sqrt(2)), for x normal
+// and positive: subtracting m's lower end from the bits moves the binade boundary to it,
+// so e and m come from one integer path (no compare and halve). m - 1 is exact.
+int vk_f_logr(float x, out float m) {
+    int ix = floatBitsToInt(x) - 0x3f3504f3;
+    m = intBitsToFloat((ix & 0x007fffff) + 0x3f3504f3);
+    return ix >> 23;
 }
 
+// log(x) as hi + lo for finite x > 0. No branches: a subnormal x is scaled by 2^24 under a
+// select.
+void vk_f_log2(float x, out float hi, out float lo) {
+    bool sub = x < 1.17549435e-38;
+    float m;
+    int e = vk_f_logr(sub ? x * 16777216.0 : x, m);
+    vk_f_logk(sub ? e - 24 : e, m - 1.0, 0.0, hi, lo);
+}
+
+// Branch-free: the finite positive path runs for every x and a select puts back
+// log(+inf) = +inf, log(nan) = nan, log(+-0) = -inf and log(x < 0) = nan.
+float vk_log(float x) {
+    float hi, lo;
+    vk_f_log2(x, hi, lo);
+    float r = (isnan(x) || isinf(x)) ? x : hi + lo;
+    return x <= 0.0 ? (x == 0.0 ? -vk_f_inf() : vk_f_nan()) : r;
+}
+
+// log1p(x) = log(u) + c / u (to first order in c) for u = 1 + x rounded and c its rounding
+// error, with c / u summed into the float-float log before the one final rounding. For
+// |x| < 0.29, where 1 + x cannot be used unrounded, log1p(x) is log(1 + f) with f = x itself
+// (e = 0, no correction): one path for both, the reduction's inputs chosen by selects.
+// u >= 2^-24 for x > -1, so it is normal. Below 2^-25, log1p(x) rounds to x (this keeps -0
+// and subnormals); a select also puts back inf, nan, log1p(-1) = -inf and x < -1 -> nan.
 float vk_log1p(float x) {
-    if (abs(x) < 0.29) {                         // 1 + x is not rounded: use x itself
-        if (abs(x) < 2.98023224e-08) return x;    // log1p(x) = x (1 - x/2 ...); also -0, subnormals
-        float hi, lo;
-        vk_f_log1pk(x, hi, lo);
-        return hi + lo;
-    }
-    if (isnan(x) || x < -1.0) return vk_f_nan();
-    if (x == -1.0) return -vk_f_inf();
-    if (isinf(x)) return x;
-    // log(u) with u = 1 + x rounded, plus the first-order term of the rounding error c
     precise float u = 1.0 + x;
     precise float bb = u - 1.0;
     precise float c = (1.0 - (u - bb)) + (x - bb);
-    return vk_log(u) + c / u;
+    float m;
+    int e = vk_f_logr(u, m);
+    bool small = abs(x) < 0.29;
+    float hi, lo;
+    vk_f_logk(small ? 0 : e, small ? x : m - 1.0, small ? 0.0 : c / u, hi, lo);
+    float r = (abs(x) < 2.98023224e-08 || isnan(x) || isinf(x)) ? x : hi + lo;
+    return x <= -1.0 ? (x == -1.0 ? -vk_f_inf() : vk_f_nan()) : r;
 }
 
 // expm1 by the reduction of exp, without branches: 2^k (1 + p) - 1 = 2^k (p + (1 - 2^-k)).
