@@ -137,6 +137,8 @@ _SEAMS32 = {
     "log": [0.70710677, 1.4142135],                             # m's range [sqrt(1/2), sqrt(2))
     # x itself / 1 + x rounded, u = 1 + x at sqrt(1/2) and sqrt(2), log1p(x) = x below 2^-25
     "log1p": [-0.5, -0.2928932, -0.29, 0.29, 0.41421357, -2.9802322e-08, 2.9802322e-08],
+    "erf": [-0.5, 0.5],                                         # series / 1 - erfc
+    "erfc": [-0.5, 0.5, -10.1, 10.1],                           # 1 - series / Chebyshev, clamp
 }
 
 

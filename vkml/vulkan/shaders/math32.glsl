@@ -386,11 +386,14 @@ float vk_sigmoid(float x) {
 // erfc: W. J. Cody's rational approximations in the Chebyshev form used by Numerical
 // Recipes' erfc (28 coefficients, good to double precision; math64.glsl uses all of them).
 // z^2 = hi + lo is split exactly and the exponent summed in hi + lo, since rounding z^2 alone
-// would cost |z|^2 ulp.
+// would cost |z|^2 ulp. No branches: erf and erfc compute both the series (|x| < 0.5) and the
+// Chebyshev form on |x| clamped to 10.1 and select one (the series is ~10 operations, the
+// Chebyshev form with its exp ~100), then put nan back by a select; the results are the same
+// bits as the branching version's.
 
 // erf on |x| < 0.5 by its Maclaurin series, which avoids the 1 - erfc cancellation near 0
+// (-0 comes out +0: vk_erf copies x's sign bit, vk_erfc takes 1 - it)
 float vk_erf_series(float x) {
-    if (x == 0.0) return x;                   // keeps -0
     float x2 = x * x;
     float p = x2 * (-0.37612638903183754 + x2 * (0.11283791670955126
               + x2 * (-0.026866170645131252 + x2 * (0.005223977625442188
@@ -400,11 +403,9 @@ float vk_erf_series(float x) {
     return r;
 }
 
-float vk_erfc(float x) {
-    if (isnan(x)) return x;
-    float z = abs(x);
-    if (z < 0.5) return 1.0 - vk_erf_series(x);    // no cancellation: erf(x) < 0.53
-    if (z > 10.1) return x > 0.0 ? 0.0 : 2.0;     // erfc(10.1) is below the float range
+// erfc(z) for z in [0, 10.1]: rounds to 0 above 10.0468, so clamping z at 10.1 gives
+// erfc(+inf) = 0 (and 2 for x < 0), and 1 - it gives erf = 1 (erfc(z) < 2^-25 from z = 4)
+float vk_f_erfck(float z) {
     float t = 2.0 / (2.0 + z);
     float ty = 4.0 * t - 2.0;
     // Clenshaw's recurrence written out (an indexed constant array costs every invocation
@@ -426,16 +427,24 @@ float vk_erfc(float x) {
     precise float sh = E - zh;
     precise float bb = sh - E;
     precise float sl = ((E - (sh - bb)) + (-zh - bb)) - zl;
-    float r = t * vk_f_exp2(sh, sl);
-    return x >= 0.0 ? r : 2.0 - r;
+    return t * vk_f_exp2(sh, sl);
 }
 
+// |x| < 0.5: 1 - erf(x), no cancellation (erf(x) < 0.53); else erfc|x| or 2 - erfc|x|
+float vk_erfc(float x) {
+    float z = min(abs(x), 10.1);               // nan: either operand, replaced at the end
+    float r = vk_f_erfck(z);
+    float s = vk_erf_series(clamp(x, -0.5, 0.5));
+    float e = z < 0.5 ? 1.0 - s : (x >= 0.0 ? r : 2.0 - r);
+    return isnan(x) ? x : e;
+}
+
+// erf|x| (series below 0.5, else 1 - erfc|x|) with x's sign bit copied on, which keeps -0.
+// The series' value at z >= 0.5 is finite and never selected.
 float vk_erf(float x) {
-    if (abs(x) < 0.5) return vk_erf_series(x);
-    if (isnan(x)) return x;
-    if (abs(x) > 4.0) return x > 0.0 ? 1.0 : -1.0;   // erfc(4) < 2^-25
-    float r = 1.0 - vk_erfc(abs(x));
-    return x > 0.0 ? r : -r;
+    float z = min(abs(x), 10.1);
+    float e = z < 0.5 ? vk_erf_series(z) : 1.0 - vk_f_erfck(z);
+    return isnan(x) ? x : uintBitsToFloat(floatBitsToUint(e) | (floatBitsToUint(x) & 0x80000000u));
 }
 
 // C99/NumPy pow: pow(x, 0) = pow(1, y) = 1 even for nan; a negative base needs an integral
