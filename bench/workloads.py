@@ -79,34 +79,41 @@ def _uniform(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).random(n, dtype=np.float32)   # in [0, 1): sqrt(x+1) real
 
 
-def chain(scale: float, jit: bool) -> Workload:
-    n = int(16 * MIB * scale)
-    x = _uniform(n, 0)
-
+def _one_array(fn, x: np.ndarray, jit: bool, not_compiled: str | None = None):
+    """(vkml setup, other targets' setups) timing fn(module, x) on one array x: vkml eager
+    or jitted, NumPy, JAX's jit, PyTorch, and torch.compile unless not_compiled says why
+    not."""
     def vkml_setup(vnp):
         import vkml
         xv = vnp.asarray(x)
-        f = vkml.jit(lambda v: _chain(vnp, v)) if jit else (lambda v: _chain(vnp, v))
+        f = vkml.jit(lambda v: fn(vnp, v)) if jit else (lambda v: fn(vnp, v))
         return lambda: f(xv)
 
     def jax_setup(t):
         import jax.numpy as jnp
-        xj, f = _jax_in(t, x), t.module.jit(lambda v: _chain(jnp, v))
+        xj, f = _jax_in(t, x), t.module.jit(lambda v: fn(jnp, v))
         return lambda: _jax_ready(f(xj))
 
     def torch_setup(t):
-        xt, f = _torch_in(t, x), _torch_fn(t, lambda v: _chain(t.module, v))
+        if t.compiled and not_compiled:
+            raise NotImplementedError(not_compiled)
+        xt, f = _torch_in(t, x), _torch_fn(t, lambda v: fn(t.module, v))
 
         def run():
             out = f(xt)
             t.sync()
             return out
         return run
+    return vkml_setup, {"numpy": lambda t: (lambda: fn(np, x)), "jax": jax_setup, "torch": torch_setup}
 
+
+def chain(scale: float, jit: bool) -> Workload:
+    n = int(16 * MIB * scale)
+    x = _uniform(n, 0)
+    vkml_setup, impls = _one_array(_chain, x, jit)
     mode = "vkml.jit" if jit else "vkml eager"
     return Workload("chain_jit" if jit else "chain", f"chain tanh(2x+1)*exp(-x)+sqrt(x+1)-x*x, "
-                    f"{n / MIB:.4g}M f32 ({mode})", "chain", vkml_setup,
-                    {"numpy": lambda t: (lambda: _chain(np, x)), "jax": jax_setup, "torch": torch_setup},
+                    f"{n / MIB:.4g}M f32 ({mode})", "chain", vkml_setup, impls,
                     flops=None, nbytes=8.0 * n, tol=1e-5)
 
 
@@ -141,29 +148,10 @@ def copy(scale: float) -> Workload:
 def total(scale: float) -> Workload:
     n = int(16 * MIB * scale)
     x = _uniform(n, 1)
-
-    def vkml_setup(vnp):
-        xv = vnp.asarray(x)
-        return lambda: vnp.sum(xv)
-
-    def jax_setup(t):
-        xj, f = _jax_in(t, x), t.module.jit(lambda v: v.sum())
-        return lambda: _jax_ready(f(xj))
-
-    def torch_setup(t):
-        if t.compiled:
-            raise NotImplementedError("one reduction: nothing to fuse")
-        xt = _torch_in(t, x)
-
-        def run():
-            out = xt.sum()
-            t.sync()
-            return out
-        return run
+    vkml_setup, impls = _one_array(lambda m, v: m.sum(v), x, False, "one reduction: nothing to fuse")
 
     # float32 sums of 16M values in [0, 1) differ by summation order: about 1e-6 relative
-    return Workload("sum", f"sum, {n / MIB:.4g}M f32", "sum", vkml_setup,
-                    {"numpy": lambda t: (lambda: np.sum(x)), "jax": jax_setup, "torch": torch_setup},
+    return Workload("sum", f"sum, {n / MIB:.4g}M f32", "sum", vkml_setup, impls,
                     nbytes=4.0 * n, tol=1e-4)
 
 
@@ -321,30 +309,37 @@ def _numpy_step(params, x, y):
     return np.float32(loss), new
 
 
+def vkml_mlp_step(opt, donate: bool = True):
+    """The jitted vkml MLP training step the mlp rows time (value_and_grad of a ReLU MLP's
+    cross-entropy, then opt's update); bench/tools profile this same function."""
+    import vkml
+    from vkml import optim
+    from vkml.nn import functional as F
+
+    def loss_fn(p, xb, yb):
+        h = xb
+        for k, (w, b) in enumerate(p):
+            h = h @ w + b
+            if k < len(p) - 1:
+                h = F.relu(h)
+        return F.cross_entropy(h, yb)
+
+    def step(p, s, xb, yb):
+        loss, g = vkml.value_and_grad(loss_fn)(p, xb, yb)
+        upd, s = opt.update(g, s, p)
+        return optim.apply_updates(p, upd), s, loss
+    return vkml.jit(step, donate_argnums=(0, 1) if donate else ())
+
+
 def mlp(batch: int, dims: tuple, tag: str) -> Callable[[float], Workload]:
     def build(scale: float) -> Workload:
         p0, x, y = _mlp_data(batch, dims)
         last = len(p0) - 1
 
         def vkml_setup(vnp):
-            import vkml
             from vkml import optim
-            from vkml.nn import functional as F
             opt = optim.sgd(LR)
-
-            def loss_fn(p, xb, yb):
-                h = xb
-                for k, (w, b) in enumerate(p):
-                    h = h @ w + b
-                    if k < last:
-                        h = F.relu(h)
-                return F.cross_entropy(h, yb)
-
-            def step(p, s, xb, yb):
-                loss, g = vkml.value_and_grad(loss_fn)(p, xb, yb)
-                upd, s = opt.update(g, s, p)
-                return optim.apply_updates(p, upd), s, loss
-            jstep = vkml.jit(step, donate_argnums=(0, 1))
+            jstep = vkml_mlp_step(opt)
             st = {"p": [(vnp.asarray(w), vnp.asarray(b)) for w, b in p0]}
             st["s"] = opt.init(st["p"])
             xv, yv = vnp.asarray(x), vnp.asarray(y)
@@ -435,34 +430,11 @@ def _ops200(m, x):
 def replay(scale: float, jit: bool) -> Workload:
     """A 200-operator graph on 8 floats: the time is per-call overhead, not arithmetic."""
     x = np.linspace(0.1, 0.9, 8, dtype=np.float32)
-
-    def vkml_setup(vnp):
-        import vkml
-        xv = vnp.asarray(x)
-        f = vkml.jit(lambda v: _ops200(vnp, v)) if jit else (lambda v: _ops200(vnp, v))
-        return lambda: f(xv)
-
-    def jax_setup(t):
-        import jax.numpy as jnp
-        xj, f = _jax_in(t, x), t.module.jit(lambda v: _ops200(jnp, v))
-        return lambda: _jax_ready(f(xj))
-
-    def torch_setup(t):
-        if t.compiled:
-            raise NotImplementedError("not timed: torch.compile is compared on the fused chain")
-        xt = _torch_in(t, x)
-
-        def run():
-            out = _ops200(t.module, xt)
-            t.sync()
-            return out
-        return run
+    vkml_setup, impls = _one_array(_ops200, x, jit, "not timed: torch.compile is compared on the fused chain")
 
     mode = "vkml.jit replay" if jit else "vkml eager"
     return Workload("replay" if jit else "ops200_eager", f"{OPS} ops on 8 f32 ({mode}; jax jit, "
-                    f"torch eager)", "replay", vkml_setup,
-                    {"numpy": lambda t: (lambda: _ops200(np, x)), "jax": jax_setup, "torch": torch_setup},
-                    tol=1e-5)
+                    f"torch eager)", "replay", vkml_setup, impls, tol=1e-5)
 
 
 WORKLOADS: dict[str, Callable[[float], Workload]] = {

@@ -2,13 +2,16 @@
 kernel name: where a workload's time goes. Usage: python bench/tools/prof_kernels.py [mlp|chain|all|variants|sweep|shapes|sgsweep|mlpwall] [scale]"""
 import collections
 import sys
+from pathlib import Path
 
 import numpy as np
 
 import vkml
 import vkml.numpy as vnp
 from vkml import optim
-from vkml.nn import functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository, for bench
+from bench.workloads import vkml_mlp_step  # noqa: E402   the step the bench times
 
 
 def table(title, times):
@@ -30,20 +33,7 @@ def mlp_step(batch=4096, dims=(1024, 4096, 4096, 10), donate=False):
     x = vnp.asarray(rng.standard_normal((batch, dims[0])).astype(np.float32))
     y = vnp.asarray(rng.integers(0, dims[-1], batch).astype(np.int32))
     opt = optim.sgd(0.01)
-
-    def loss_fn(p, xb, yb):
-        h = xb
-        for k, (w, b) in enumerate(p):
-            h = h @ w + b
-            if k < len(p) - 1:
-                h = F.relu(h)
-        return F.cross_entropy(h, yb)
-
-    def step(p, s, xb, yb):
-        loss, g = vkml.value_and_grad(loss_fn)(p, xb, yb)
-        upd, s = opt.update(g, s, p)
-        return optim.apply_updates(p, upd), s, loss
-    return vkml.jit(step, donate_argnums=(0, 1) if donate else ()), (p, opt.init(p), x, y)
+    return vkml_mlp_step(opt, donate), (p, opt.init(p), x, y)
 
 
 def mlp(batch=4096, dims=(1024, 4096, 4096, 10)):

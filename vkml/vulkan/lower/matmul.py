@@ -325,26 +325,24 @@ def _vec4_source(t: Tiling, rank: int, ta: bool = False, tb: bool = False,
     L += [f"  float acc_{i}_{j} = 0.0;" for i in range(t.tm) for j in range(t.tn)]
     RA, RB = BM * BK // 4 // threads, BN * BK // 4 // threads
 
+    def load_one(ind: str, k0: str, r: int, reg: str, buf: str, own: str, along_k: bool) -> list[str]:
+        """Slab element tid + r*threads of operand buf (own axis m for A, n for B) into
+        register reg: stored with k innermost a vec4 runs along k, else along own axis."""
+        g, ext, q = f"g{own}", own.upper(), QA if own == "m" else QB
+        if along_k:
+            pos = f"int {g} = {own}0 + e / {BK // 4}; int gk = {k0} + (e % {BK // 4}) * 4;"
+            addr = f"({buf.lower()}off + {g} * K + gk) >> 2"
+        else:
+            pos = f"int gk = {k0} + e / {q}; int {g} = {own}0 + (e % {q}) * 4;"
+            addr = f"({buf.lower()}off + gk * {ext} + {g}) >> 2"
+        return [f"{ind}{{ int e = tid + {r * threads}; {pos}",
+                f"{ind}  {reg} = ({g} < {ext} && gk < K) ? {buf}[{addr}] : vec4(0.0); }}"]
+
     def load(k0: str, ind: str) -> list[str]:
-        """This invocation's vec4s of the slab at k0 into registers pa*, pb*."""
-        out = []
-        for r in range(RA):
-            e = f"tid + {r * threads}"
-            if ta:      # stored (K, M): a vec4 runs along m
-                out += [f"{ind}{{ int e = {e}; int gk = {k0} + e / {QA}; int gm = m0 + (e % {QA}) * 4;",
-                        f"{ind}  pa{r} = (gk < K && gm < M) ? A[(aoff + gk * M + gm) >> 2] : vec4(0.0); }}"]
-            else:       # stored (M, K): a vec4 runs along k
-                out += [f"{ind}{{ int e = {e}; int gm = m0 + e / {BK // 4}; int gk = {k0} + (e % {BK // 4}) * 4;",
-                        f"{ind}  pa{r} = (gm < M && gk < K) ? A[(aoff + gm * K + gk) >> 2] : vec4(0.0); }}"]
-        for r in range(RB):
-            e = f"tid + {r * threads}"
-            if tb:      # stored (N, K): a vec4 runs along k
-                out += [f"{ind}{{ int e = {e}; int gn = n0 + e / {BK // 4}; int gk = {k0} + (e % {BK // 4}) * 4;",
-                        f"{ind}  pb{r} = (gn < N && gk < K) ? B[(boff + gn * K + gk) >> 2] : vec4(0.0); }}"]
-            else:       # stored (K, N): a vec4 runs along n
-                out += [f"{ind}{{ int e = {e}; int gk = {k0} + e / {QB}; int gn = n0 + (e % {QB}) * 4;",
-                        f"{ind}  pb{r} = (gk < K && gn < N) ? B[(boff + gk * N + gn) >> 2] : vec4(0.0); }}"]
-        return out
+        """This invocation's vec4s of the slab at k0 into registers pa*, pb*: A is stored
+        (M, K) unless ta, B (N, K) if tb, else (K, N)."""
+        return ([line for r in range(RA) for line in load_one(ind, k0, r, f"pa{r}", "A", "m", not ta)]
+                + [line for r in range(RB) for line in load_one(ind, k0, r, f"pb{r}", "B", "n", tb)])
 
     def store(ind: str) -> list[str]:
         """The registers into the shared slab (a vec4 along k spreads over four rows)."""
