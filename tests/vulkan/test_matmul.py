@@ -25,11 +25,18 @@ TILINGS = {
     "cpu": mm.CPU_TILING,
     "cpu-narrow": mm.Tiling("subgroup", tm=4, tn=4, wa=1, wb=4),
     "cpu-wideA": mm.Tiling("subgroup", tm=8, tn=8, wa=8, wb=2),
+    # the subgroup kernel with storage-buffer operands and one store per element (on a
+    # CPU device it otherwise reads float32 operands as texels and stores runs of columns)
+    "cpu-ssbo": mm.CPU_TILING,
+    "cpu-narrow-ssbo": mm.Tiling("subgroup", tm=4, tn=4, wa=1, wb=4),
 }
 
 
 @pytest.fixture(params=list(TILINGS))
-def tiling(request):
+def tiling(request, monkeypatch):
+    if request.param.endswith("-ssbo"):
+        monkeypatch.setattr(mm, "TEXELS", False)
+        monkeypatch.setattr(mm, "WIDE_STORES", False)
     mm.set_tiling(TILINGS[request.param])
     yield request.param
     mm.set_tiling(None)
@@ -199,12 +206,16 @@ def test_transposed_operands_read_in_place(which, shapes, vec4):
                                     ((2, 3, 20, 44), (3, 44, 12)), ((5, 3), (3, 7)),
                                     ((256, 256), (256, 10)), ((16, 64), (64, 64))],
                          ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
-@pytest.mark.parametrize("sub", ["cpu", "cpu-narrow", "cpu-wideA"])
-def test_subgroup_kernel_reads_transposed_operands(which, shapes, sub):
+@pytest.mark.parametrize("sub", ["cpu", "cpu-narrow", "cpu-wideA", "cpu-ssbo"])
+def test_subgroup_kernel_reads_transposed_operands(which, shapes, sub, monkeypatch):
     """The subgroup kernel (CPU devices) reads A^T one k per lane and B^T along k: odd
-    sizes, remainders of k, batches and broadcasts match NumPy, with no Permute kernel."""
+    sizes, remainders of k, batches and broadcasts match NumPy, with no Permute kernel
+    (operands as texels or storage buffers)."""
     import vkml
     from vkml.vulkan import fusion
+    if sub.endswith("-ssbo"):
+        monkeypatch.setattr(mm, "TEXELS", False)
+        monkeypatch.setattr(mm, "WIDE_STORES", False)
     sa, sb = shapes
     a, b, at, bt, ta, tb = _transposed_inputs(sa, sb, which)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
@@ -406,3 +417,34 @@ def test_relu_layer_under_grad_is_one_kernel_forward():
     np.testing.assert_allclose(np.asarray(gb), dz.sum(0), rtol=1e-5, atol=1e-5)
     g = vkml.grad(lambda v: F.relu(v).sum())(vnp.asarray(np.array([-1.0, 0.0, 2.0, np.nan], np.float32)))
     np.testing.assert_array_equal(np.asarray(g)[:3], [0.0, 0.0, 1.0])
+
+
+def test_texel_operands_only_where_views_allow():
+    """A CPU device reads float32 operands as texels only when both views start on a
+    texel boundary and hold whole texels within the device's limit; else storage buffers."""
+    cpu = SimpleNamespace(is_cpu=True, texel_alignment=16, max_texels=1 << 27)
+    t = mm.Tiling("subgroup", tm=8, tn=8, wa=2, wb=8)
+    v = lambda off, n: SimpleNamespace(offset=off, nbytes=n)
+    assert mm._texel_operands(cpu, "float", t, v(0, 4096), v(256, 4096))
+    assert not mm._texel_operands(cpu, "float", t, v(0, 4096), v(8, 4096))      # B off a texel
+    assert not mm._texel_operands(cpu, "float", t, v(4, 4096), v(0, 4096))      # A off a texel
+    assert not mm._texel_operands(cpu, "float", t, v(0, 4), v(0, 4096))         # A under one texel
+    assert not mm._texel_operands(cpu, "double", t, v(0, 4096), v(0, 4096))
+    assert not mm._texel_operands(SimpleNamespace(**{**vars(cpu), "is_cpu": False}), "float", t,
+                                  v(0, 4096), v(0, 4096))
+    assert not mm._texel_operands(SimpleNamespace(**{**vars(cpu), "max_texels": 100}), "float", t,
+                                  v(0, 4096), v(0, 4096))
+
+
+@pytest.mark.parametrize("n", [8, 10, 12, 66, 64])
+def test_wide_stores_mask_whole_runs(n, monkeypatch):
+    """Columns stored ws at a time: every n (a multiple of the run, of two, or neither)
+    writes exactly the product, nothing past the row (checked through a fused neighbour)."""
+    import vkml
+    a = RNG.standard_normal((33, 24)).astype(np.float32)
+    b = RNG.standard_normal((24, n)).astype(np.float32)
+    c = RNG.standard_normal((33, n)).astype(np.float32)
+    f = vkml.jit(lambda x, y, z: (x @ y, z * 2))
+    got, twice = f(vnp.asarray(a), vnp.asarray(b), vnp.asarray(c))
+    np.testing.assert_allclose(np.asarray(got), a.astype(np.float64) @ b, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(twice), c * 2)

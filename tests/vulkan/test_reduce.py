@@ -251,3 +251,25 @@ def test_softmax_rows_long_short_and_inf(op, layout):
     want = softmax_ref(x.astype(np.float64), 1, log)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-9 if not log else 2e-5)
     assert np.isnan(got[1]).all() and np.isnan(got[2]).all()
+
+
+def test_cpu_plan_small_reductions_in_one_pass():
+    """On CPU devices a small reduction (a bias gradient's column sums) is one dispatch:
+    a second one costs more than the loads it saves."""
+    from vkml.vulkan.lower import reduce as rd
+    for shape, axes in [((256, 256), (0,)), ((256, 10), (0,)), ((256, 10), (1,)), ((1024,), (0,))]:
+        passes = rd.plan(*rd.split_dims(shape, axes), "cpu")
+        assert len(passes) == 1 and passes[0].lx == rd.CPU_LX, (shape, passes)
+    # large ones still split, so no one thread walks a long serial run
+    assert len(rd.plan(*rd.split_dims((1 << 24,), (0,)), "cpu")) > 1
+    assert len(rd.plan(*rd.split_dims((4096, 1024), (0,)), "cpu")) > 1
+
+
+@pytest.mark.parametrize("how", ["cpu", "gpu"])
+def test_no_thread_walks_past_the_loop_limit(how):
+    """lavapipe ends any shader loop after 65535 iterations: every plan keeps one thread's
+    run within MAX_RUN loads, however many outputs share the device."""
+    from vkml.vulkan.lower import reduce as rd
+    for shape, axes in [((1 << 17, 100003), (1,)), ((100003, 1 << 17), (0,)), ((300001,), (0,))]:
+        for p in rd.plan(*rd.split_dims(shape, axes), how):
+            assert p.C <= rd.MAX_RUN or p.kind == "row", (shape, p)

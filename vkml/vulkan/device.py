@@ -82,6 +82,8 @@ class Device:
         self.max_workgroup_invocations = int(lim.maxComputeWorkGroupInvocations)
         self.max_shared_memory = int(lim.maxComputeSharedMemorySize)
         self.storage_alignment = max(int(lim.minStorageBufferOffsetAlignment), 16)
+        self.texel_alignment = int(lim.minTexelBufferOffsetAlignment)
+        self.max_texels = int(lim.maxTexelBufferElements)
         self.max_push_constants = int(lim.maxPushConstantsSize)
         self.timestamp_period = float(lim.timestampPeriod)
         sub = vk.VkPhysicalDeviceSubgroupProperties()

@@ -74,8 +74,9 @@ class LowerCtx:
         self.scratch = scratch
         self.dispatches: list[Dispatch] = []
 
-    def kernel(self, name: str, body: str, n_tensors: int, local_size: int = 256) -> Kernel:
-        return self.kernels.get(name, body, n_tensors, local_size)
+    def kernel(self, name: str, body: str, n_tensors: int, local_size: int = 256,
+               texels: tuple = ()) -> Kernel:
+        return self.kernels.get(name, body, n_tensors, local_size, texels)
 
     def dispatch(self, kernel: Kernel, meta: Sequence[int], views: Sequence[View],
                  writes: Sequence[int] = (0,), groups: int | None = None, threads: int | None = None):
@@ -363,16 +364,19 @@ class Recording:
             if mh is not mb and replayed:
                 rt._copy(mh, mb, total * 4)
         n_bind = sum(len(ds.views) + 1 for ds in dispatches)
+        n_texel = sum(f is not None for ds in dispatches for f in ds.kernel.texels)
+        self._views = []
         # Raw cffi calls (the `vulkan` wrappers cost 15-25 us each on a GPU host, and an
         # eager operator makes a recording every time)
         ffi, lib, null = vk.ffi, vk.lib, vk.ffi.NULL
         n = len(dispatches)
         with dev.lock:
-            size = ffi.new("VkDescriptorPoolSize*")
-            size.type, size.descriptorCount = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max(n_bind, 1)
+            size = ffi.new("VkDescriptorPoolSize[2]")
+            size[0].type, size[0].descriptorCount = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max(n_bind - n_texel, 1)
+            size[1].type, size[1].descriptorCount = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, max(n_texel, 1)
             pci = ffi.new("VkDescriptorPoolCreateInfo*")
             pci.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO
-            pci.maxSets, pci.poolSizeCount, pci.pPoolSizes = max(n, 1), 1, size
+            pci.maxSets, pci.poolSizeCount, pci.pPoolSizes = max(n, 1), 2 if n_texel else 1, size
             pool = ffi.new("VkDescriptorPool*")
             _check(lib.vkCreateDescriptorPool(d, pci, null, pool), "vkCreateDescriptorPool")
             self.pool = pool[0]
@@ -384,25 +388,45 @@ class Recording:
                 ai.descriptorPool, ai.descriptorSetCount, ai.pSetLayouts = self.pool, n, layouts
                 _check(lib.vkAllocateDescriptorSets(d, ai, sets), "vkAllocateDescriptorSets")
                 infos = ffi.new("VkDescriptorBufferInfo[]", n_bind)
-                writes = ffi.new("VkWriteDescriptorSet[]", n)
-                k = 0
+                texel_views = ffi.new("VkBufferView[]", max(n_texel, 1))
+                writes = ffi.new("VkWriteDescriptorSet[]", n + 2 * n_texel)
+                k = nw = nt = 0
                 for i, (ds, o) in enumerate(zip(dispatches, offs)):
-                    # one write per set: a count past binding 0 continues into bindings
-                    # 1, 2, ... (all storage buffers with the same stage flags)
-                    w = writes[i]
-                    w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-                    w.dstSet, w.dstBinding, w.dstArrayElement = sets[i], 0, 0
-                    w.descriptorCount = len(ds.views) + 1
-                    w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-                    w.pBufferInfo = infos + k
-                    inf = infos[k]
-                    inf.buffer, inf.offset, inf.range = mb.block.buffer, mb.offset + o * 4, max(ds.meta.size, 1) * 4
-                    k += 1
-                    for v in ds.views:
+                    # one write per run of storage bindings: a count past one binding
+                    # continues into the next (same type and stage flags); one per texel
+                    w = None
+                    for j in range(len(ds.views) + 1):
+                        fmt = ds.kernel.texels[j - 1] if j and ds.kernel.texels else None
+                        if fmt is not None:
+                            w, v = writes[nw], ds.views[j - 1]
+                            nw += 1
+                            w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+                            w.dstSet, w.dstBinding, w.dstArrayElement = sets[i], j, 0
+                            w.descriptorCount = 1
+                            w.descriptorType = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                            texel_views[nt] = self._texel_view(v, fmt, ds.kernel.name)
+                            w.pTexelBufferView = texel_views + nt
+                            nt += 1
+                            w = None
+                            k += 1
+                            continue
+                        if w is None:
+                            w = writes[nw]
+                            nw += 1
+                            w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+                            w.dstSet, w.dstBinding, w.dstArrayElement = sets[i], j, 0
+                            w.descriptorCount = 0
+                            w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                            w.pBufferInfo = infos + k
+                        w.descriptorCount += 1
                         inf = infos[k]
-                        inf.buffer, inf.offset, inf.range = v.vkbuf, v.offset, max(v.nbytes, 4)
+                        if j == 0:
+                            inf.buffer, inf.offset, inf.range = mb.block.buffer, mb.offset + o * 4, max(ds.meta.size, 1) * 4
+                        else:
+                            v = ds.views[j - 1]
+                            inf.buffer, inf.offset, inf.range = v.vkbuf, v.offset, max(v.nbytes, 4)
                         k += 1
-                lib.vkUpdateDescriptorSets(d, n, writes, 0, null)
+                lib.vkUpdateDescriptorSets(d, nw, writes, 0, null)
             cbi = ffi.new("VkCommandBufferAllocateInfo*")
             cbi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO
             cbi.commandPool, cbi.level, cbi.commandBufferCount = dev.command_pool, vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1
@@ -452,6 +476,18 @@ class Recording:
                                      0, 1, barrier, 0, null, 0, null)
             _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
 
+    def _texel_view(self, v: View, fmt: int, name: str):
+        """A buffer view of v's whole texels, owned by this recording."""
+        from .kernels import TEXEL_BYTES
+        tb = TEXEL_BYTES[fmt]
+        if v.offset % max(self.rt.dev.texel_alignment, tb) or v.nbytes < tb:
+            raise AssertionError(f"{name}: a texel operand at byte offset {v.offset} ({v.nbytes} bytes) "
+                                 f"is not aligned to {self.rt.dev.texel_alignment} (a lowering bug)")
+        view = vk.vkCreateBufferView(self.rt.dev.device, vk.VkBufferViewCreateInfo(
+            buffer=v.vkbuf, format=fmt, offset=v.offset, range=v.nbytes // tb * tb), None)
+        self._views.append(view)
+        return view
+
     def submit(self) -> None:
         """Run the recording and wait."""
         self.rt.submit([self.cb])
@@ -475,6 +511,8 @@ class Recording:
                 vk.vkDestroyQueryPool(d, self.query_pool, None)
             vk.lib.vkFreeCommandBuffers(d, self.rt.dev.command_pool, 1, self._cbs)
             vk.lib.vkDestroyDescriptorPool(d, self.pool, vk.ffi.NULL)
+            for view in self._views:
+                vk.vkDestroyBufferView(d, view, None)
         except Exception:
             pass
 

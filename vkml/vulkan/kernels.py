@@ -2,7 +2,10 @@
 
 Every kernel has the same interface: binding 0 is a read-only `int meta[]` (shapes,
 strides, offsets and scalars of one dispatch), bindings 1..n are tensors. So one
-descriptor set layout per arity serves every kernel.
+descriptor set layout per arity serves every kernel. A kernel may read some tensors
+through uniform texel buffers instead (`texel_binding`): lavapipe 22.3 reads a storage
+buffer lane by lane with a bounds-check branch each, a texel fetch as one gather
+(bench/tools/lvp_loads.py); those kernels get a layout per set of texel bindings.
 """
 from __future__ import annotations
 
@@ -25,6 +28,19 @@ class Kernel:
     pipeline: object
     layout: object
     set_layout: object
+    texels: tuple = ()    # per tensor binding: the VkFormat of its texel view, or None
+
+
+# VkFormat of a float32 texel holding w elements (a w = 8 load is two 4-element texels)
+TEXEL_FORMATS = {1: vk.VK_FORMAT_R32_SFLOAT, 2: vk.VK_FORMAT_R32G32_SFLOAT,
+                 4: vk.VK_FORMAT_R32G32B32A32_SFLOAT, 8: vk.VK_FORMAT_R32G32B32A32_SFLOAT}
+TEXEL_BYTES = {vk.VK_FORMAT_R32_SFLOAT: 4, vk.VK_FORMAT_R32G32_SFLOAT: 8,
+               vk.VK_FORMAT_R32G32B32A32_SFLOAT: 16}
+
+
+def texel_binding(i: int, name: str) -> str:
+    """Declare tensor binding i as a float uniform texel buffer `name` (texelFetch)."""
+    return f"layout(set = 0, binding = {i}) uniform samplerBuffer {name};\n"
 
 
 COMMON = """#version 450
@@ -75,21 +91,28 @@ class KernelCache:
         self._keep: list = []
         self.lock = threading.Lock()
 
-    def layout(self, n_tensors: int):
-        if n_tensors not in self._layouts:
+    def layout(self, n_tensors: int, texels: tuple = ()):
+        key = (n_tensors, tuple(f is not None for f in texels))
+        if key not in self._layouts:
             d = self.dev.device
+            kinds = [False] + list(key[1]) + [False] * (n_tensors - len(texels))
             binds = [vk.VkDescriptorSetLayoutBinding(
-                binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
-                stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i in range(n_tensors + 1)]
+                binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER if t
+                else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
+                stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i, t in enumerate(kinds)]
             dsl = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(pBindings=binds), None)
             pl = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(pSetLayouts=[dsl]), None)
-            self._layouts[n_tensors] = (dsl, pl)
-        return self._layouts[n_tensors]
+            self._layouts[key] = (dsl, pl)
+        return self._layouts[key]
 
-    def get(self, name: str, body: str, n_tensors: int, local_size: int = 256) -> Kernel:
-        """The kernel for COMMON + body (body declares bindings 1..n_tensors and main)."""
+    def get(self, name: str, body: str, n_tensors: int, local_size: int = 256,
+            texels: tuple = ()) -> Kernel:
+        """The kernel for COMMON + body (body declares bindings 1..n_tensors and main);
+        texels: per tensor binding, the VkFormat of a texel binding or None (storage)."""
+        texels = tuple(texels) + (None,) * (n_tensors - len(texels)) if any(
+            f is not None for f in texels) else ()
         source = COMMON.replace("${LX}", str(local_size)) + body
-        h = hashlib.sha256(source.encode()).hexdigest()
+        h = hashlib.sha256((source + repr(texels)).encode()).hexdigest()
         k = self._kernels.get(h)
         if k is not None:
             return k
@@ -99,7 +122,7 @@ class KernelCache:
                 return k
             code = _compile.spirv(source, name)
             d = self.dev.device
-            dsl, pl = self.layout(n_tensors)
+            dsl, pl = self.layout(n_tensors, texels)
             sm = vk.vkCreateShaderModule(d, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
             # keep every nested struct alive until the call returns (the bindings free eagerly)
             stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
@@ -115,7 +138,7 @@ class KernelCache:
             finally:
                 del stage, ci
                 vk.vkDestroyShaderModule(d, sm, None)
-            k = Kernel(name, source, n_tensors, local_size, pipe, pl, dsl)
+            k = Kernel(name, source, n_tensors, local_size, pipe, pl, dsl, texels)
             self._kernels[h] = k
             return k
 

@@ -21,8 +21,9 @@ MAPPED_BLOCK_SIZE = 4 << 20
 SMALL = 1 << 16    # bytes below which a range is host-mapped device memory by default
 ALIGN = 256
 
+# uniform texel: a kernel may read an operand through a buffer view (`kernels.texel_binding`)
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-          | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+          | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT | vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT)
 _HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ...trace import dtypes as dt
-from ..kernels import binding
+from ..kernels import TEXEL_FORMATS, binding, texel_binding
 from .elementwise import collapse
 
 MAX_BATCH_RANK = 6
@@ -392,6 +392,23 @@ def _vec4_source(t: Tiling, rank: int, ta: bool = False, tb: bool = False,
 
 VEC4 = True     # tests compare against the scalar shared kernel
 PREFETCH = False  # for a forced tiling (set_tiling)
+# CPU devices read float32 operands through texel buffers (tests turn it off to compare)
+TEXELS = True
+
+
+def _texel_operands(dev, T: str, t: Tiling, a, b) -> bool:
+    """Whether the subgroup kernel reads A and B as texel buffers: on CPU devices, for
+    float32, where both views start on a texel boundary (the allocator and the memory
+    plan place tensors 256 bytes apart; a rebinding keeps the offset within a block)
+    and hold whole texels within the device's limit."""
+    if not (TEXELS and dev.is_cpu and T == "float"):
+        return False
+    for v, w in ((a, t.wa), (b, t.wb)):
+        tb = 4 * min(w, 4)
+        if v.offset % max(dev.texel_alignment, tb) or v.nbytes < tb or v.nbytes // tb > dev.max_texels:
+            return False
+    return True
+WIDE_STORES = True  # tests turn it off to compare
 
 # The vec4 kernel's tiling and register prefetch per operand layout (A transposed, B
 # transposed), the best measured on the H200 at 4096^3 (`python bench/tools/prof_kernels.py
@@ -431,26 +448,80 @@ def _wide(T: str, w: int):
     raise ValueError(f"MatMul: no {w}-wide load of {T}")
 
 
+def _pack_wide(T: str, w: int, vals: list) -> str:
+    """One w-element value of `_wide(T, w)`'s type holding vals (bit patterns kept)."""
+    if w == 1:
+        return vals[0]
+    if T == "double":
+        return f"dvec{w}({', '.join(vals)})"
+    if w == 4:
+        return f"{'vec4' if T == 'float' else 'ivec4'}({', '.join(vals)})"
+    conv = "floatBitsToUint" if T == "float" else "uvec2"
+    pairs = [f"packUint2x32({conv}({'' if T == 'float' else 'i'}vec2({vals[2 * p]}, {vals[2 * p + 1]})))"
+             for p in range(w // 2)]
+    return pairs[0] if w == 2 else f"u64vec4({', '.join(pairs)})"
+
+
+class _loader:
+    """One w-element load of operand buf at a wide index: lines declaring var, and
+    unpack(var) -> its w element expressions. A texel operand is a float32 texel buffer
+    of w-element texels (`_texel_formats`); w = 8 reads two 4-element texels."""
+
+    def __init__(self, T: str, w: int, buf: str, tex: bool):
+        self.T, self.w, self.buf, self.tex = T, w, buf, tex
+
+    def __call__(self, var: str, idx: str) -> list[str]:
+        if not self.tex:
+            return [f"{_wide(self.T, self.w)[0]} {var} = {self.buf}[{idx}];"]
+        if self.w == 8:
+            return [f"vec4 {var}a = texelFetch({self.buf}, 2 * ({idx}));",
+                    f"vec4 {var}b = texelFetch({self.buf}, 2 * ({idx}) + 1);"]
+        return [f"vec4 {var} = texelFetch({self.buf}, {idx});"]
+
+    def unpack(self, var: str) -> list[str]:
+        if not self.tex:
+            return _wide(self.T, self.w)[1](var)
+        if self.w == 8:
+            return [f"{var}{h}.{c}" for h in "ab" for c in "xyzw"]
+        return [f"{var}.{c}" for c in "xyzw"[:self.w]]
+
+
+def _texel_formats(t: Tiling) -> tuple:
+    """(C, A, B) binding formats of a texel subgroup kernel: C stays a storage buffer."""
+    return (None, TEXEL_FORMATS[t.wa], TEXEL_FORMATS[t.wb])
+
+
 @lru_cache(maxsize=None)
 def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
-                     tb: bool = False, epi=None) -> tuple[str, int]:
+                     tb: bool = False, epi=None, ws: int = 1, tex: bool = False) -> tuple[str, int]:
     """Lane l owns rows m0 + i (i < tm) and columns n0 + l*tn + j (j < tn).
 
     A chunk of k values is handed out per lane and shared by shuffles: A's rows are read
     wa elements of k per lane (chunks of S*wa k); a transposed A (K x M in memory) is
     read one k per lane instead, wa rows at a time (chunks of S k). B is read per lane,
     wb columns at a time; a transposed B (N x K) wb values of k at a time per column.
-    Both layouts keep every load contiguous, so no operand needs a transposed copy."""
+    Both layouts keep every load contiguous, so no operand needs a transposed copy.
+    tex: A and B are read through uniform texel buffers (float32; `_texel_formats`), C is
+    stored ws elements at a time (ws > 1: N is a multiple of tn)."""
     TM, TN, wa, wb = t.tm, t.tn, t.wa, t.wb
     chunk = S if ta else S * wa
     TA, unA = _wide(T, wa)
     TB, unB = _wide(T, wb)
+    ldA, ldB = _loader(T, wa, "A", tex), _loader(T, wb, "B", tex)
+    if tex:
+        TA = TB = ""
     src = ["#extension GL_KHR_shader_subgroup_shuffle : enable\n"]
     if "64" in TA + TB:
         src.append("#extension GL_ARB_gpu_shader_int64 : enable\n")
     edecl, ehoist, estore = _epilogue(epi, rank)
-    src += [binding(1, T, "C"), binding(2, TA, "A", readonly=True), binding(3, TB, "B", readonly=True),
-            edecl]
+    TC = _wide(T, ws)[0]
+    if "64" in TC and "64" not in TA + TB:
+        src.append("#extension GL_ARB_gpu_shader_int64 : enable\n")
+    if tex:
+        src += [binding(1, TC, "C"), texel_binding(2, "A"), texel_binding(3, "B"), edecl]
+    else:
+        src += [binding(1, TC, "C"), binding(2, TA, "A", readonly=True),
+                binding(3, TB, "B", readonly=True), edecl]
     L = _prologue(rank) + ehoist
     L += ["  int lane = int(gl_SubgroupInvocationID);",
           f"  int row0 = tmi * {TM}; int col0 = tni * {S * TN} + lane * {TN};",
@@ -470,16 +541,16 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     def load_b(krow: str, tag: str, indent: str) -> list[str]:
         out = []
         for q in range(TN // wb):
-            out.append(f"{indent}{TB} bw{tag}_{q} = B[bc{q} + ({krow}) * Nw];")
-            out += [f"{indent}{T} b{tag}_{q * wb + c} = {e};" for c, e in enumerate(unB(f"bw{tag}_{q}"))]
+            out += [indent + x for x in ldB(f"bw{tag}_{q}", f"bc{q} + ({krow}) * Nw")]
+            out += [f"{indent}{T} b{tag}_{q * wb + c} = {e};" for c, e in enumerate(ldB.unpack(f"bw{tag}_{q}"))]
         return out
 
     def load_bt_chunk(indent: str) -> list[str]:
         out = []
         for j in range(TN):
             for kq in range(chunk // wb):
-                out.append(f"{indent}{TB} bt{j}_{kq} = B[bc{j} + k0 / {wb} + {kq}];")
-                out += [f"{indent}{T} b{kq * wb + c}_{j} = {e};" for c, e in enumerate(unB(f"bt{j}_{kq}"))]
+                out += [indent + x for x in ldB(f"bt{j}_{kq}", f"bc{j} + k0 / {wb} + {kq}")]
+                out += [f"{indent}{T} b{kq * wb + c}_{j} = {e};" for c, e in enumerate(ldB.unpack(f"bt{j}_{kq}"))]
         return out
 
     def pick(parts: list[str], sel: str) -> str:
@@ -492,12 +563,12 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     L += ["  int k0 = 0;", f"  for (; k0 + {chunk} <= K; k0 += {chunk}) {{"]
     if ta:
         for q in range(TM // wa):
-            L.append(f"    {TA} aw{q} = A[ar{q} + (k0 + lane) * Mw];")
-            L += [f"    {T} a{q * wa + c}_0 = {e};" for c, e in enumerate(unA(f"aw{q}"))]
+            L += ["    " + x for x in ldA(f"aw{q}", f"ar{q} + (k0 + lane) * Mw")]
+            L += [f"    {T} a{q * wa + c}_0 = {e};" for c, e in enumerate(ldA.unpack(f"aw{q}"))]
     else:
         for i in range(TM):
-            L.append(f"    {TA} aw{i} = A[ar{i} + k0 / {wa} + lane];")
-            L += [f"    {T} a{i}_{c} = {e};" for c, e in enumerate(unA(f"aw{i}"))]
+            L += ["    " + x for x in ldA(f"aw{i}", f"ar{i} + k0 / {wa} + lane")]
+            L += [f"    {T} a{i}_{c} = {e};" for c, e in enumerate(ldA.unpack(f"aw{i}"))]
     if tb:
         L += load_bt_chunk("    ")
     else:
@@ -514,28 +585,36 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     L += ["  for (; k0 < K; ++k0) {"]
     if tb:
         for j in range(TN):
-            L.append(f"    {TB} btr{j} = B[bc{j} + k0 / {wb}];")
-            L.append(f"    {T} br_{j} = {pick(unB(f'btr{j}'), f'k0 % {wb}')};")
+            L += ["    " + x for x in ldB(f"btr{j}", f"bc{j} + k0 / {wb}")]
+            L.append(f"    {T} br_{j} = {pick(ldB.unpack(f'btr{j}'), f'k0 % {wb}')};")
     else:
         L += load_b("k0", "r", "    ")
     if ta:
         for q in range(TM // wa):
-            L.append(f"    {TA} awr{q} = A[ar{q} + k0 * Mw];")
+            L += ["    " + x for x in ldA(f"awr{q}", f"ar{q} + k0 * Mw")]
     for i in range(TM):
         if ta:
-            x = unA(f"awr{i // wa}")[i % wa]
+            x = ldA.unpack(f"awr{i // wa}")[i % wa]
         else:
-            L.append(f"    {TA} aw{i} = A[ar{i} + k0 / {wa}];")
-            x = pick(unA(f"aw{i}"), f"k0 % {wa}")
+            L += ["    " + x for x in ldA(f"aw{i}", f"ar{i} + k0 / {wa}")]
+            x = pick(ldA.unpack(f"aw{i}"), f"k0 % {wa}")
         L.append(f"    {{ {T} x = {x};")
         L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"br_{j}") for j in range(TN)]
         L.append("    }")
     L.append("  }")
-    for i in range(TM):
-        L += [f"  if (row0 + {i} < M) {{", f"    int cr = coff + (row0 + {i}) * N + col0;"]
-        L += [f"    if (col0 + {j} < N) C[cr + {j}] = "
-              f"{estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}')};" for j in range(TN)]
-        L += ["  }"]
+    if ws > 1:   # ws divides N and TN: each run of ws columns is all in or all out
+        for i in range(TM):
+            L += [f"  if (row0 + {i} < M) {{", f"    int cr = (coff + (row0 + {i}) * N + col0) / {ws};"]
+            vals = [estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}') for j in range(TN)]
+            L += [f"    if (col0 + {q * ws} < N) C[cr + {q}] = {_pack_wide(T, ws, vals[q * ws:(q + 1) * ws])};"
+                  for q in range(TN // ws)]
+            L += ["  }"]
+    else:
+        for i in range(TM):
+            L += [f"  if (row0 + {i} < M) {{", f"    int cr = coff + (row0 + {i}) * N + col0;"]
+            L += [f"    if (col0 + {j} < N) C[cr + {j}] = "
+                  f"{estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}')};" for j in range(TN)]
+            L += ["  }"]
     L.append("}")
     return "".join(src) + "\n".join(L) + "\n", S
 
@@ -673,7 +752,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
     T = dt.glsl_type(node.dtype)
     epi, epi_meta, epi_views = _epilogue_key(epilogue, node)
     t, prefetch = select_tiling(ctx.dev, node.dtype, M, N, K, nbatch, ta, tb)
-    name = None
+    name, texels = None, ()
     if t.strategy == "shared" and VEC4 and vec4_fits(t, T, M, N, K, ta, tb):
         body, local = _vec4_source(t, len(shp), ta, tb, prefetch, epi)
         tile_m, tile_n = t.bm, t.bn
@@ -686,10 +765,14 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
             t = replace(t, wa=_width(min(8, t.tm), math.gcd(M, t.tm), T, ctx.dev))
         if tb:   # wb runs along k, within one chunk
             t = replace(t, wb=_width(8, math.gcd(K, ctx.dev.subgroup_size), T, ctx.dev))
-        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi)
+        ws = _width(t.tn, math.gcd(N, t.tn), T, ctx.dev) if WIDE_STORES else 1
+        tex = _texel_operands(ctx.dev, T, t, a, b)
+        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws, tex)
+        if tex:
+            texels = _texel_formats(t)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
     meta = [M, N, K, tiles_m, tiles_n, nbatch, *shp, *sa, *sb, *epi_meta]
     name = (name or f"MatMul_{t.strategy}") + ("_epi" if epi is not None else "")
-    k = ctx.kernel(name, body, 3 + len(epi_views), local_size=local)
+    k = ctx.kernel(name, body, 3 + len(epi_views), local_size=local, texels=texels)
     ctx.dispatch(k, meta, [out, a, b, *epi_views], writes=(0,), groups=tiles_m * tiles_n * nbatch)

@@ -51,6 +51,13 @@ GROUP_TARGET = 2048   # GPU: workgroups worth splitting a reduction over
 CHUNK = 64            # serial loads per thread a thread split aims for (at least)
 THREAD_TARGET = 1 << 16       # threads worth splitting a reduction over
 CPU_STREAMS = 1 << 12         # CPU, contiguous runs: fewer, longer streams per lane
+# CPU: a reduction of at most this many loads in all, and at most BLOCK blocks per
+# output (as accurate as a two-level tree), is one pass: a second dispatch costs
+# lavapipe tens of microseconds, tens of thousands of loads. Its workgroups are small
+# enough to spread over every core.
+CPU_SERIAL = 1 << 17
+CPU_LX = 64
+MAX_RUN = 1 << 15     # loads one thread may walk: lavapipe ends any loop at 65535 iterations
 BLOCK = 32            # serial loads combined before joining the running value
 STRATEGY: str | None = None   # "cpu" or "gpu" forces a layout (tests); None: by device
 _ARG = (OpKind.ArgMax, OpKind.ArgMin)
@@ -144,9 +151,14 @@ def plan(kept, red, how: str = "gpu") -> list[Pass]:
         else:
             target = CPU_STREAMS if inner and how == "cpu" else THREAD_TARGET
             S = min(cdiv(max(Rv, 1), CHUNK), max(1, target // n_out))
+            if how == "cpu" and n_out * Rv <= CPU_SERIAL and Rv <= BLOCK * BLOCK:
+                S = 1
+            # lavapipe stops a loop after 65535 iterations (gallivm's loop limiter)
+            S = max(S, cdiv(Rv, MAX_RUN))
             C = cdiv(max(Rv, 1), S)
             S = cdiv(max(Rv, 1), C)
-            passes.append(Pass("thread", kv, rv, n_out, Rv, S, C, 256, vec, first))
+            passes.append(Pass("thread", kv, rv, n_out, Rv, S, C, CPU_LX if how == "cpu" else 256,
+                               vec, first))
             nxt_kept, nxt_red = [(n_out, 1)], [(S, n_out)]
         if S == 1:
             return passes
