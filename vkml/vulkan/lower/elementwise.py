@@ -23,7 +23,7 @@ import numpy as np
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
-from ..kernels import binding, divisor
+from ..kernels import TEXEL_FORMATS, binding, divisor, texel_binding
 
 SHADERS = Path(__file__).resolve().parent.parent / "shaders"
 MAX_RANK = 8
@@ -285,6 +285,7 @@ def _vec_modes(shp, loads, W: int) -> list[str] | None:
 
 
 VECTORIZE = True      # tests turn it off to compare the one-element-per-thread path
+TEXELS = True         # CPU devices read float32 leaves as texels (tests turn it off to compare)
 VECTOR_MIN = 1 << 14  # elements below which a kernel is not worth a specialised source
 
 
@@ -377,16 +378,17 @@ def lower_region(reg, leaf_views: Sequence, out, ctx) -> None:
     nv = n // W
     R = _rounds(nv, W, reg.weight)
     lx = _local_size(ctx.dev, -(-nv // R))
+    texels = tuple(texel_format(ctx.dev, v, W if wide else 1) for v, wide in zip(leaf_views, wide_leaf))
     key = (_signature(reg), tuple(str(v.dtype) for v in leaf_views), tuple(modes), tuple(wide_leaf),
-           K, W, R, lx)
+           K, W, R, lx, texels)
     body = _SOURCES.get(key)
     if body is None:
-        body = _region_source(reg, leaf_views, modes, wide_leaf, K, W, R, lx)
+        body = _region_source(reg, leaf_views, modes, wide_leaf, K, W, R, lx, texels)
         if len(_SOURCES) > 4096:
             _SOURCES.clear()
         _SOURCES[key] = body
     name = reg.root.op.value if reg.n_ops <= 1 else f"Fused{reg.n_ops}"
-    k = ctx.kernel(name, body, 1 + len(leaf_views), local_size=lx)
+    k = ctx.kernel(name, body, 1 + len(leaf_views), local_size=lx, texels=(None, *texels))
     ctx.dispatch(k, meta, [out, *leaf_views], writes=(0,), groups=-(-nv // (R * lx)))
 
 
@@ -409,17 +411,38 @@ def _signature(reg) -> tuple:
     return tuple(sig), reg.out
 
 
-def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx: int) -> str:
+def texel_format(dev, v, w: int):
+    """The texel format a CPU device reads float32 view v through, w elements per load
+    (None: a storage buffer). lavapipe 22.3 loads a storage buffer lane by lane, each
+    behind a bounds-check branch; a texel fetch is one gather. The view must start on a
+    texel boundary (tensors lie 256 bytes apart) and hold whole texels within the limit."""
+    if not (TEXELS and dev.is_cpu and v.dtype == np.float32):
+        return None
+    tb = 4 * min(w, 4)
+    if v.offset % max(dev.texel_alignment, tb) or v.nbytes < tb or v.nbytes // tb > dev.max_texels:
+        return None
+    return TEXEL_FORMATS[w]
+
+
+def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx: int,
+                   texels: tuple = ()) -> str:
     fn, math = region_function(reg, "fused")
     OT = dt.glsl_type(reg.dtype)
     src = []
+    tex = [j < len(texels) and texels[j] is not None for j in range(len(leaf_views))]
     if W == 8:
         src.append("#extension GL_ARB_gpu_shader_int64 : enable\n")
     src.append(binding(1, _wide_type(OT, W) if W > 1 else OT, "o"))
     for j, v in enumerate(leaf_views):
         T = dt.glsl_type(v.dtype)
-        src.append(binding(2 + j, _wide_type(T, W) if wide_leaf[j] and W > 1 else T, f"x{j}",
-                           readonly=True))
+        if tex[j]:
+            src.append(texel_binding(2 + j, f"x{j}"))
+        else:
+            src.append(binding(2 + j, _wide_type(T, W) if wide_leaf[j] and W > 1 else T, f"x{j}",
+                               readonly=True))
+
+    def fetch(li: int, idx: str) -> str:
+        return f"texelFetch(x{li}, {idx}).x" if tex[li] else f"x{li}[{idx}]"
     if math:
         src.append(math_lib("double" if uses_double(reg) else "float"))
     src.append(fn)
@@ -449,7 +472,13 @@ def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx
             p = " + ".join([f"meta[{base}]"] + [f"c{d}_{k} * meta[{base + 1 + d}]" for d in range(K)])
             base += 1 + K
             body.append(f"int p{j}_{k} = {p};")
-            if m == "v":
+            if m == "v" and tex[li]:     # W elements in one (W <= 4) or two 4-wide texels
+                halves = ["a", "b"] if W == 8 else [""]
+                decl += [f"vec4 l{j}_{k}{h} = vec4(0);" for h in halves]
+                body += [f"l{j}_{k}{h} = texelFetch(x{li}, {len(halves)} * p{j}_{k} + {q});"
+                         for q, h in enumerate(halves)]
+                args.append([f"l{j}_{k}{h}.{c}" for h in halves for c in "xyzw"][:W])
+            elif m == "v":
                 WT = _wide_type(T, W)
                 decl.append(f"{WT} l{j}_{k} = {WT}(0);")
                 body.append(f"l{j}_{k} = x{li}[p{j}_{k}];")
@@ -458,11 +487,11 @@ def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx
                 body.append(f"int q{j}_{k} = meta[{base}];")
                 base += 1
                 decl += [f"{T} l{j}_{k}_{c} = {T}(0);" for c in range(W)]
-                body += [f"l{j}_{k}_{c} = x{li}[p{j}_{k} + {c} * q{j}_{k}];" for c in range(W)]
+                body += [f"l{j}_{k}_{c} = {fetch(li, f'p{j}_{k} + {c} * q{j}_{k}')};" for c in range(W)]
                 args.append([f"l{j}_{k}_{c}" for c in range(W)])
             else:
                 decl.append(f"{T} l{j}_{k} = {T}(0);")
-                body.append(f"l{j}_{k} = x{li}[p{j}_{k}];")
+                body.append(f"l{j}_{k} = {fetch(li, f'p{j}_{k}')};")
                 args.append([f"l{j}_{k}"] * Ws)
         L += ["  " + x for x in decl]
         if k == 0:

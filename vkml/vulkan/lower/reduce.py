@@ -41,8 +41,8 @@ import numpy as np
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
-from ..kernels import binding
-from .elementwise import math_lib
+from ..kernels import binding, texel_binding
+from .elementwise import math_lib, texel_format
 from .fill import fill_view
 
 ROW_MIN = 64          # GPU: inner reductions at least this long get a workgroup per output
@@ -164,6 +164,12 @@ def plan(kept, red, how: str = "gpu") -> list[Pass]:
             return passes
         kept, red, first = nxt_kept, nxt_red, False
 
+
+
+def _wide_leaves(modes, n: int, vec: int) -> list[bool]:
+    """Per prologue leaf: whether every load of it is a vector load."""
+    return [vec > 1 and any(l == j for l, _ in modes) and all(m == "v" for l, m in modes if l == j)
+            for j in range(n)]
 
 
 def is_pair(op: OpKind, dtype) -> bool:
@@ -357,7 +363,8 @@ def _advance(rank: int, dims_base: int) -> list[str]:
 
 @lru_cache(maxsize=None)
 def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec: int,
-           first: bool, final: bool, pro: tuple | None = None, epi: tuple | None = None) -> str:
+           first: bool, final: bool, pro: tuple | None = None, epi: tuple | None = None,
+           tex: tuple = ()) -> str:
     """GLSL for one pass.
 
     meta = [n_out, R, S, C, count, kept extents, kept strides, reduced extents, reduced
@@ -370,7 +377,8 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     A final pass with `epi` = (function, uses math, double, out type, leaf types,
     ((leaf or -1, 'i' or 's'), ...)) stores `epi(...)` of the reduced value (leaf -1) and
     of its other loads (at the output's index, or one scalar), with one offset each in
-    meta after the prologue's."""
+    meta after the prologue's. tex: per input (x, or the prologue's leaves) whether it is
+    read as float32 texels (`input_texels`)."""
     dtype = np.dtype(dtype_name)
     T = dt.glsl_type(dtype)
     V = _vtype(T) if vec > 1 else T
@@ -391,13 +399,19 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
             b.append(binding(len(b) + 1, T, "ov"))
         if pair and (arg or not final):
             b.append(binding(len(b) + 1, "int", "oi"))
-    wide = [vec > 1 and any(l == j for l, _ in pro[4]) and all(m == "v" for l, m in pro[4] if l == j)
-            for j in range(len(pro[3]))] if pro is not None else []
+    wide = _wide_leaves(pro[4], len(pro[3]), vec) if pro is not None else []
+    tex = tuple(tex) + (False,) * 64
+
+    def ld(buf: str, j: int, idx: str, w: int) -> str:
+        if not tex[j]:
+            return f"{buf}[{idx}]"
+        return f"texelFetch({buf}, {idx})" + (".x" if w == 1 else "")
     if pro is not None:
         for j, t in enumerate(pro[3]):
-            b.append(binding(len(b) + 1, _vtype(t) if wide[j] else t, f"y{j}", readonly=True))
+            b.append(texel_binding(len(b) + 1, f"y{j}") if tex[j] else
+                     binding(len(b) + 1, _vtype(t) if wide[j] else t, f"y{j}", readonly=True))
     else:
-        b.append(binding(len(b) + 1, V, "x", readonly=True))
+        b.append(texel_binding(len(b) + 1, "x") if tex[0] else binding(len(b) + 1, V, "x", readonly=True))
     if pair and not first:
         b.append(binding(len(b) + 1, IV, "xi", readonly=True))
     if epi is not None:
@@ -444,24 +458,24 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
             addr = f"b{j} + {_offset('c', pos + 1 + K, Q)}"
             pos += 1 + K + Q
             if vec == 1:
-                load_lines.append(f"{t} w{j} = y{l}[{addr}];")
+                load_lines.append(f"{t} w{j} = {ld(f'y{l}', l, addr, 1)};")
                 args.append([f"w{j}"])
             elif m == "v" and wide[l]:
-                load_lines.append(f"{_vtype(t)} w{j} = y{l}[{addr}];")
+                load_lines.append(f"{_vtype(t)} w{j} = {ld(f'y{l}', l, addr, 4)};")
                 args.append([f"w{j}.{c}" for c in "xyzw"])
             elif m == "s":
-                load_lines.append(f"{t} w{j} = y{l}[{addr}];")
+                load_lines.append(f"{t} w{j} = {ld(f'y{l}', l, addr, 1)};")
                 args.append([f"w{j}"] * 4)
             else:
                 L.append(f"  int q{j} = meta[{pos}];")
                 pos += 1
                 load_lines.append(f"int a{j} = {addr};")
-                load_lines += [f"{t} w{j}_{c} = y{l}[a{j} + {c} * q{j}];" for c in range(4)]
+                load_lines += [f"{t} w{j}_{c} = {ld(f'y{l}', l, f'a{j} + {c} * q{j}', 1)};" for c in range(4)]
                 args.append([f"w{j}_{c}" for c in range(4)])
         calls = [f"pro({', '.join(a[c] for a in args)})" for c in range(vec)]
         value = calls[0] if vec == 1 else f"{V}({', '.join(calls)})"
     else:
-        value = f"x[{at_in}]"
+        value = ld("x", 0, at_in, vec)
     # the int carried with a loaded element: its index (arg) or exponent 0 (product)
     if not first:
         idx = f"xi[{at_in}]"
@@ -634,6 +648,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         meta = [p.n_out, p.R, p.S, p.C, count]
         meta += [n for n, _ in p.kept] + [s for _, s in p.kept]
         meta += [n for n, _ in p.red] + [s for _, s in p.red]
+        in_at = len(views)
         if p.first and prologue is not None:
             pm, modes = _prologue_meta(p, per, preg.loads, preg.leaves)
             meta += pm
@@ -646,11 +661,20 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         if p.final and epilogue is not None:
             meta += epi_meta
             views += epi_views
+        if p.first and prologue is not None:
+            wide = _wide_leaves(modes, len(pviews), p.vec)
+            fmts = [texel_format(ctx.dev, v, 4 if w else 1) for v, w in zip(pviews, wide)]
+        else:
+            fmts = [texel_format(ctx.dev, src_v, p.vec)]
+        texels = [None] * len(views)
+        texels[in_at:in_at + len(fmts)] = fmts
+        tex = tuple(f is not None for f in fmts)
         body = source(op, xn.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
-                      p.first, p.final, pro_key if p.first else None, epi_key if p.final else None)
+                      p.first, p.final, pro_key if p.first else None, epi_key if p.final else None,
+                      tex if any(tex) else ())
         name = f"{op.value}_{p.kind}" + ("_pro" if p.first and prologue is not None else "") + (
             "_epi" if p.final and epilogue is not None else "")
-        k = ctx.kernel(name, body, len(views), local_size=p.lx)
+        k = ctx.kernel(name, body, len(views), local_size=p.lx, texels=tuple(texels))
         if p.kind == "row":
             ctx.dispatch(k, meta, views, writes=writes, groups=p.n_out * p.S)
         else:
