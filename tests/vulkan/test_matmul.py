@@ -332,7 +332,8 @@ _EPILOGUES = {
 @pytest.mark.parametrize("name", list(_EPILOGUES))
 @pytest.mark.parametrize("shapes", [((33, 20), (20, 17)), ((3, 9, 8), (8, 12)), ((2, 3, 5, 16), (3, 16, 7))],
                          ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
-@pytest.mark.parametrize("tiling", ["device", "gpu-small", "gpu-vec4-small", "cpu", "cpu-narrow"], indirect=True)
+@pytest.mark.parametrize("tiling", ["device", "gpu-small", "gpu-vec4-small", "cpu", "cpu-narrow", "cpu-ssbo"],
+                         indirect=True)
 @pytest.mark.parametrize("transposed", [False, True], ids=["AB", "ATBT"])
 def test_epilogue_runs_in_the_matmul_kernel(name, shapes, tiling, transposed):
     """A small elementwise consumer of a MatMul is applied at its stores: one kernel, the

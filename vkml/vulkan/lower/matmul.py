@@ -192,10 +192,14 @@ def _epilogue(epi, rank: int):
     locals: re-read at every store (the compiler cannot tell meta from C) they tripled a
     lavapipe kernel's time."""
     if epi is None:
-        return "", [], lambda v, r, c: v
+        return "", [], lambda v, r, c, j=None: v
     fn, math, dbl, types, loads = epi
     from .elementwise import math_lib
-    src = "".join(binding(4 + j, t, f"z{j}", readonly=True) for j, t in enumerate(types))
+    src = "".join(texel_binding(4 + j, f"z{j}") if t == "tex" else binding(4 + j, t, f"z{j}", readonly=True)
+                  for j, t in enumerate(types))
+
+    def z(j: int, idx: str) -> str:
+        return f"texelFetch(z{j}, {idx}).x" if types[j] == "tex" else f"z{j}[{idx}]"
     if math:
         src += math_lib("double" if dbl else "float")
     src += fn
@@ -206,21 +210,38 @@ def _epilogue(epi, rank: int):
         if ld[1] == "i":
             hoist.append(f"  int eo{q} = meta[{k}] + coff;")
             k += 1
+        elif ld[1] == "c":
+            hoist.append(f"  int eo{q} = meta[{k}]; int ec{q} = meta[{k + 1}];")
+            k += 2
         else:
             hoist.append(f"  int eo{q} = meta[{k}]; int er{q} = meta[{k + 1}]; int ec{q} = meta[{k + 2}];")
             k += 3
 
-    def store(v: str, r: str, c: str) -> str:
+    def store(v: str, r: str, c: str, j: int | None = None) -> str:
+        """The epilogue at (r, c); j: c's column within the lane, whose column-vector
+        loads `column_loads` made once for every row."""
         args = []
         for q, ld in enumerate(loads):
             if ld == -1:
                 args.append(v)
             elif ld[1] == "i":
-                args.append(f"z{ld[0]}[eo{q} + ({r}) * N + {c}]")
+                args.append(z(ld[0], f"eo{q} + ({r}) * N + {c}"))
+            elif ld[1] == "c":
+                args.append(f"ez{q}_{j}" if j is not None else z(ld[0], f"eo{q} + ({c}) * ec{q}"))
             else:
-                args.append(f"z{ld[0]}[eo{q} + ({r}) * er{q} + ({c}) * ec{q}]")
+                args.append(z(ld[0], f"eo{q} + ({r}) * er{q} + ({c}) * ec{q}"))
         return f"epi({', '.join(args)})"
+
+    def column_loads(T: str, cols: list) -> list[str]:
+        """Each column-vector (bias) load once per column, for `store(..., j)`."""
+        return [f"  {_epi_type(types[ld[0]], T)} ez{q}_{j} = {z(ld[0], f'eo{q} + ({c}) * ec{q}')};"
+                for q, ld in enumerate(loads) if ld != -1 and ld[1] == "c" for j, c in enumerate(cols)]
+    store.column_loads = column_loads
     return src, hoist, store
+
+
+def _epi_type(t: str, T: str) -> str:
+    return "float" if t == "tex" else t
 
 
 @lru_cache(maxsize=None)
@@ -602,10 +623,12 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
         L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"br_{j}") for j in range(TN)]
         L.append("    }")
     L.append("  }")
+    # column-vector (bias) loads once per column, clamped into the row like B's loads
+    L += estore.column_loads(T, [f"min(col0 + {j}, N - 1)" for j in range(TN)]) if epi else []
     if ws > 1:   # ws divides N and TN: each run of ws columns is all in or all out
         for i in range(TM):
             L += [f"  if (row0 + {i} < M) {{", f"    int cr = (coff + (row0 + {i}) * N + col0) / {ws};"]
-            vals = [estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}') for j in range(TN)]
+            vals = [estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}', j) for j in range(TN)]
             L += [f"    if (col0 + {q * ws} < N) C[cr + {q}] = {_pack_wide(T, ws, vals[q * ws:(q + 1) * ws])};"
                   for q in range(TN // ws)]
             L += ["  }"]
@@ -613,7 +636,7 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
         for i in range(TM):
             L += [f"  if (row0 + {i} < M) {{", f"    int cr = coff + (row0 + {i}) * N + col0;"]
             L += [f"    if (col0 + {j} < N) C[cr + {j}] = "
-                  f"{estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}')};" for j in range(TN)]
+                  f"{estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}', j)};" for j in range(TN)]
             L += ["  }"]
     L.append("}")
     return "".join(src) + "\n".join(L) + "\n", S
@@ -679,19 +702,23 @@ def select_tiling(dev, dtype, M: int, N: int, K: int, nbatch: int = 1, ta: bool 
     return t, prefetch
 
 
-def _epilogue_key(epilogue, node):
-    """(kernel key, meta, views) of an elementwise epilogue (region, views per leaf; None
-    for the product itself), in `_epilogue`'s terms."""
+def _epilogue_key(epilogue, node, dev=None):
+    """(kernel key, meta, views, texel formats) of an elementwise epilogue (region, views
+    per leaf; None for the product itself), in `_epilogue`'s terms. dev (the subgroup
+    kernel's device): float32 leaves may be texels there, and a load whose row stride
+    is 0 (a bias) is a column vector, loaded once per column ('c')."""
     if epilogue is None:
-        return None, [], []
-    from .elementwise import region_function, uses_double
+        return None, [], [], []
+    from .elementwise import region_function, texel_format, uses_double
     reg, eviews = epilogue
     fn, math = region_function(reg, "epi")
-    zi, types, views = {}, [], []
+    zi, types, views, fmts = {}, [], [], []
     for j, (l, v) in enumerate(zip(reg.leaves, eviews)):
         if v is not None:
             zi[j] = len(types)
-            types.append(dt.glsl_type(l.dtype))
+            f = texel_format(dev, v, 1) if dev is not None else None
+            types.append("tex" if f is not None else dt.glsl_type(l.dtype))
+            fmts.append(f)
             views.append(v)
     loads, meta = [], []
     N = node.shape[-1]
@@ -704,9 +731,14 @@ def _epilogue_key(epilogue, node):
         else:
             if any(x and d > 1 for x, d in zip(st[:-2], reg.shape[:-2])):
                 raise AssertionError(f"MatMul: epilogue load {st} over {reg.shape} strides a batch dim")
-            loads.append((zi[li], "m"))
-            meta += [off, st[-2] if reg.shape[-2] > 1 else 0, st[-1] if N > 1 else 0]
-    return (fn, math, uses_double(reg), tuple(types), tuple(loads)), meta, views
+            sM, sN = st[-2] if reg.shape[-2] > 1 else 0, st[-1] if N > 1 else 0
+            if dev is not None and sM == 0:
+                loads.append((zi[li], "c"))
+                meta += [off, sN]
+            else:
+                loads.append((zi[li], "m"))
+                meta += [off, sM, sN]
+    return (fn, math, uses_double(reg), tuple(types), tuple(loads)), meta, views, fmts
 
 
 def _contiguous(shape) -> list:
@@ -750,8 +782,9 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
         raise ValueError(f"MatMul: {len(shp)} non-mergeable batch dims exceed the kernel limit of "
                          f"{MAX_BATCH_RANK} (shapes {a.shape} @ {b.shape})")
     T = dt.glsl_type(node.dtype)
-    epi, epi_meta, epi_views = _epilogue_key(epilogue, node)
     t, prefetch = select_tiling(ctx.dev, node.dtype, M, N, K, nbatch, ta, tb)
+    epi, epi_meta, epi_views, epi_fmts = _epilogue_key(
+        epilogue, node, ctx.dev if t.strategy == "subgroup" else None)
     name, texels = None, ()
     if t.strategy == "shared" and VEC4 and vec4_fits(t, T, M, N, K, ta, tb):
         body, local = _vec4_source(t, len(shp), ta, tb, prefetch, epi)
@@ -768,8 +801,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
         ws = _width(t.tn, math.gcd(N, t.tn), T, ctx.dev) if WIDE_STORES else 1
         tex = _texel_operands(ctx.dev, T, t, a, b)
         body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws, tex)
-        if tex:
-            texels = _texel_formats(t)
+        texels = (*(_texel_formats(t) if tex else (None, None, None)), *epi_fmts)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
     meta = [M, N, K, tiles_m, tiles_n, nbatch, *shp, *sa, *sb, *epi_meta]
