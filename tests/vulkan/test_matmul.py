@@ -32,11 +32,18 @@ TILINGS = {
 }
 
 
+def _storage_only(monkeypatch):
+    """Operands and epilogue leaves as storage buffers, one store per element."""
+    from vkml.vulkan.lower import elementwise as ew
+    monkeypatch.setattr(mm, "TEXELS", False)
+    monkeypatch.setattr(ew, "TEXELS", False)
+    monkeypatch.setattr(mm, "WIDE_STORES", False)
+
+
 @pytest.fixture(params=list(TILINGS))
 def tiling(request, monkeypatch):
     if request.param.endswith("-ssbo"):
-        monkeypatch.setattr(mm, "TEXELS", False)
-        monkeypatch.setattr(mm, "WIDE_STORES", False)
+        _storage_only(monkeypatch)
     mm.set_tiling(TILINGS[request.param])
     yield request.param
     mm.set_tiling(None)
@@ -214,8 +221,7 @@ def test_subgroup_kernel_reads_transposed_operands(which, shapes, sub, monkeypat
     import vkml
     from vkml.vulkan import fusion
     if sub.endswith("-ssbo"):
-        monkeypatch.setattr(mm, "TEXELS", False)
-        monkeypatch.setattr(mm, "WIDE_STORES", False)
+        _storage_only(monkeypatch)
     sa, sb = shapes
     a, b, at, bt, ta, tb = _transposed_inputs(sa, sb, which)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
