@@ -455,3 +455,53 @@ def test_wide_stores_mask_whole_runs(n, monkeypatch):
     got, twice = f(vnp.asarray(a), vnp.asarray(b), vnp.asarray(c))
     np.testing.assert_allclose(np.asarray(got), a.astype(np.float64) @ b, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(twice), c * 2)
+
+
+# --------------------------------------------------------------------------- specialisation
+
+@pytest.mark.parametrize("tiling", ["gpu", "gpu-small", "gpu-vec4", "gpu-vec4-small"], indirect=True)
+@pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_specialised_tiles_match_tiles_in_the_source(tiling, layout, dtype, monkeypatch):
+    """The GPU kernels take their tiling as specialisation constants; the same tiling
+    baked into the source (SPEC_TILES off) computes the same bits, transposes, edges,
+    a bias epilogue and all."""
+    import vkml
+    a = RNG.uniform(-1, 1, (70, 36) if layout[0] == "N" else (36, 70)).astype(dtype)
+    b = RNG.uniform(-1, 1, (36, 68) if layout[1] == "N" else (68, 36)).astype(dtype)
+    c = RNG.uniform(-1, 1, (68,)).astype(dtype)
+
+    def f(x, y, z):
+        x = x if layout[0] == "N" else x.T
+        y = y if layout[1] == "N" else y.T
+        return vnp.maximum(x @ y + z, 0.0), x @ y
+    args = [vnp.asarray(v) for v in (a, b, c)]
+    outs = {}
+    for spec in (True, False):
+        monkeypatch.setattr(mm, "SPEC_TILES", spec)
+        outs[spec] = [np.asarray(r) for r in vkml.jit(f)(*args)]
+    for s, t in zip(outs[True], outs[False]):
+        np.testing.assert_array_equal(s, t)
+    want = (a if layout[0] == "N" else a.T).astype(np.float64) @ (b if layout[1] == "N" else b.T)
+    np.testing.assert_allclose(outs[True][1], want, rtol=0, atol=64 * np.finfo(dtype).eps * 6)
+
+
+def test_one_module_serves_every_tiling(monkeypatch):
+    """Two shared-memory tilings of one product: the same GLSL (one SPIR-V module), two
+    pipelines told apart by their specialisation constants (local size first)."""
+    import vkml
+    monkeypatch.setattr(mm, "SPEC_TILES", True)
+    a = vnp.asarray(RNG.uniform(-1, 1, (40, 24)).astype(np.float64))
+    kernels = []
+    for t in (mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4), mm.Tiling("shared", tm=4, tn=2, bm=32, bn=16, bk=8)):
+        mm.set_tiling(t)
+        try:
+            jf = vkml.jit(lambda x: x @ x.T)
+            jf(a)
+            kernels.append(jf._entry((a,))[0][0].lowered.dispatches[0].kernel)
+        finally:
+            mm.set_tiling(None)
+    k1, k2 = kernels
+    assert k1.source == k2.source and k1.pipeline != k2.pipeline
+    assert k1.spec == (64, 2, 4, 16, 32, 4) and k2.spec == (64, 4, 2, 32, 16, 8)
+    assert k1.local_size == 64

@@ -75,8 +75,8 @@ class LowerCtx:
         self.dispatches: list[Dispatch] = []
 
     def kernel(self, name: str, body: str, n_tensors: int, local_size: int = 256,
-               texels: tuple = ()) -> Kernel:
-        return self.kernels.get(name, body, n_tensors, local_size, texels)
+               texels: tuple = (), spec: tuple = ()) -> Kernel:
+        return self.kernels.get(name, body, n_tensors, local_size, texels, spec)
 
     def dispatch(self, kernel: Kernel, meta: Sequence[int], views: Sequence[View],
                  writes: Sequence[int] = (0,), groups: int | None = None, threads: int | None = None):

@@ -29,6 +29,7 @@ class Kernel:
     layout: object
     set_layout: object
     texels: tuple = ()    # per tensor binding: the VkFormat of its texel view, or None
+    spec: tuple = ()      # specialisation constant values, by constant_id (0: local size)
 
 
 # VkFormat of a float32 texel holding w elements (a w = 8 load is two 4-element texels)
@@ -106,13 +107,20 @@ class KernelCache:
         return self._layouts[key]
 
     def get(self, name: str, body: str, n_tensors: int, local_size: int = 256,
-            texels: tuple = ()) -> Kernel:
+            texels: tuple = (), spec: tuple = ()) -> Kernel:
         """The kernel for COMMON + body (body declares bindings 1..n_tensors and main);
-        texels: per tensor binding, the VkFormat of a texel binding or None (storage)."""
+        texels: per tensor binding, the VkFormat of a texel binding or None (storage).
+        spec: int specialisation constants by constant_id: a kernel given them takes its
+        workgroup size from constant 0 (= local_size) and its own from ids 1, 2, ...;
+        one SPIR-V module then serves every value, one pipeline per set of values."""
         texels = tuple(texels) + (None,) * (n_tensors - len(texels)) if any(
             f is not None for f in texels) else ()
-        source = COMMON.replace("${LX}", str(local_size)) + body
-        h = hashlib.sha256((source + repr(texels)).encode()).hexdigest()
+        if spec:
+            spec = (int(local_size),) + tuple(int(v) for v in spec)
+            source = COMMON.replace("local_size_x = ${LX}", "local_size_x_id = 0") + body
+        else:
+            source = COMMON.replace("${LX}", str(local_size)) + body
+        h = hashlib.sha256((source + repr(texels) + repr(spec)).encode()).hexdigest()
         k = self._kernels.get(h)
         if k is not None:
             return k
@@ -126,6 +134,14 @@ class KernelCache:
             sm = vk.vkCreateShaderModule(d, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
             # keep every nested struct alive until the call returns (the bindings free eagerly)
             stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
+            if spec:
+                data = vk.ffi.new("int32_t[]", list(spec))
+                info = vk.VkSpecializationInfo(
+                    pMapEntries=[vk.VkSpecializationMapEntry(constantID=i, offset=4 * i, size=4)
+                                 for i in range(len(spec))],
+                    dataSize=4 * len(spec), pData=data)
+                stage = vk.VkPipelineShaderStageCreateInfo(
+                    stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main", pSpecializationInfo=info)
             ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl)
             try:
                 pipe = vk.vkCreateComputePipelines(d, None, 1, [ci], None)[0]
@@ -137,8 +153,10 @@ class KernelCache:
                     f"tiling (vkml.vulkan.lower.matmul.set_tiling) or the default one avoids it.") from e
             finally:
                 del stage, ci
+                if spec:
+                    del info, data
                 vk.vkDestroyShaderModule(d, sm, None)
-            k = Kernel(name, source, n_tensors, local_size, pipe, pl, dsl, texels)
+            k = Kernel(name, source, n_tensors, local_size, pipe, pl, dsl, texels, spec)
             self._kernels[h] = k
             return k
 

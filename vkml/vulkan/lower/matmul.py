@@ -1,9 +1,14 @@
 """MatMul: (..., m, k) @ (..., k, n) with broadcast batch dims, as tiled compute kernels.
 
 Each workgroup computes one tile of one batch entry's output and each invocation keeps a
-register tile of accumulators, so every value it reads is used many times. Tile sizes
-are baked into the generated GLSL (specialisation by source); a `Tiling` is chosen per
-device type, then shrunk to the device's limits and to small operands:
+register tile of accumulators, so every value it reads is used many times. A `Tiling` is
+chosen per device type, then shrunk to the device's limits and to small operands. The
+GPU kernels (`shared`, its vec4 variant) take it as specialisation constants: one
+SPIR-V module per dtype, operand layout and epilogue, one pipeline per tiling, the
+driver unrolling the register tile's loops for the values (SPEC_TILES; the same tiling
+baked into the source is kept for comparison: `bench/tools/spec_tiles.py`). The CPU
+`subgroup` kernel is specialised by source: its load widths change the types it loads
+(64-bit pairs, vec4s, texel pairs), which a constant cannot.
 
 * ``shared`` (GPUs): the workgroup stages a bk-deep slab of A and B in shared memory,
   then each invocation reads tm values of A and tn of B per k from there and does tm*tn
@@ -642,6 +647,150 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     return "".join(src) + "\n".join(L) + "\n", S
 
 
+# --------------------------------------------------------------------------- specialised tiles
+
+# The GPU kernels' tiles are specialisation constants: one SPIR-V module per operand
+# layout, dtype and epilogue serves every tiling, and the driver sizes the register tile
+# and unrolls its loops ([[unroll]]) when it builds the pipeline for the tiling's values.
+# The k loop inside a slab is left to the driver: unrolled by hand, a 16x8 tile took the
+# H200's compiler minutes. Against the tiling baked into the source (H200, 4096^3,
+# bench/tools/spec_tiles.py): NN 3.82 against 3.74 ms, TN 3.22 / 3.21, NT 3.81 / 3.55,
+# TT 4.18 / 3.92; lavapipe runs both alike.
+SPEC_TILES = True
+_SPEC_DECL = """#extension GL_EXT_control_flow_attributes : enable
+layout(constant_id = 1) const int TM = 4;
+layout(constant_id = 2) const int TN = 4;
+layout(constant_id = 3) const int BM = 64;
+layout(constant_id = 4) const int BN = 64;
+layout(constant_id = 5) const int BK = 8;
+const int TX = BN / TN;
+const int TY = BM / TM;
+const int THREADS = TX * TY;
+"""
+
+
+def _threads(t: Tiling) -> int:
+    return (t.bm // t.tm) * (t.bn // t.tn)
+
+
+def spec_values(t: Tiling) -> tuple:
+    """The specialisation constants (ids 1-5) of a shared-memory tiling."""
+    return (t.tm, t.tn, t.bm, t.bn, t.bk)
+
+
+@lru_cache(maxsize=None)
+def _shared_spec_source(T: str, rank: int, ta: bool = False, tb: bool = False, epi=None) -> str:
+    """`_shared_source`'s scheme with the tiling as specialisation constants: invocation
+    (tx, ty) owns rows m0 + ty + i*TY and columns n0 + tx + j*TX."""
+    edecl, ehoist, estore = _epilogue(epi, rank)
+    src = [_SPEC_DECL, "const int SA = BM + 1;\nconst int SB = BN + 1;\n",
+           "const int RA = (BM * BK + THREADS - 1) / THREADS;\nconst int RB = (BN * BK + THREADS - 1) / THREADS;\n",
+           binding(1, T, "C"), binding(2, T, "A", readonly=True), binding(3, T, "B", readonly=True),
+           edecl, f"shared {T} As[BK * SA];\nshared {T} Bs[BK * SB];\n"]
+    L = _prologue(rank) + ehoist
+    L += ["  int tid = int(gl_LocalInvocationID.x);",
+          "  int tx = tid % TX; int ty = tid / TX;",
+          "  int m0 = tmi * BM; int n0 = tni * BN;",
+          f"  {T} acc[TM][TN];",
+          f"  [[unroll]] for (int i = 0; i < TM; ++i) [[unroll]] for (int j = 0; j < TN; ++j) acc[i][j] = {T}(0);"]
+    a_co = ("e % BM", "e / BM", "A[aoff + gk * M + gr]") if ta else ("e / BK", "e % BK", "A[aoff + gr * K + gk]")
+    b_co = ("e / BK", "e % BK", "B[boff + gc * K + gk]") if tb else ("e % BN", "e / BN", "B[boff + gk * N + gc]")
+    L += ["  for (int k0 = 0; k0 < K; k0 += BK) {",
+          "    [[unroll]] for (int r = 0; r < RA; ++r) {",
+          f"      int e = tid + r * THREADS; if (e < BM * BK) {{ int mm = {a_co[0]}; int kk = {a_co[1]};",
+          "        int gr = m0 + mm; int gk = k0 + kk;",
+          f"        As[kk * SA + mm] = (gr < M && gk < K) ? {a_co[2]} : {T}(0); }} }}",
+          "    [[unroll]] for (int r = 0; r < RB; ++r) {",
+          f"      int e = tid + r * THREADS; if (e < BN * BK) {{ int nn = {b_co[0]}; int kk = {b_co[1]};",
+          "        int gc = n0 + nn; int gk = k0 + kk;",
+          f"        Bs[kk * SB + nn] = (gc < N && gk < K) ? {b_co[2]} : {T}(0); }} }}",
+          "    barrier();",
+          "    for (int kk = 0; kk < BK; ++kk) {",
+          f"      {T} a[TM]; {T} b[TN];",
+          "      [[unroll]] for (int i = 0; i < TM; ++i) a[i] = As[kk * SA + ty + i * TY];",
+          "      [[unroll]] for (int j = 0; j < TN; ++j) b[j] = Bs[kk * SB + tx + j * TX];",
+          "      [[unroll]] for (int i = 0; i < TM; ++i) [[unroll]] for (int j = 0; j < TN; ++j)",
+          "        " + _mad(T, "acc[i][j]", "a[i]", "b[j]"),
+          "    }", "    barrier();", "  }",
+          "  [[unroll]] for (int i = 0; i < TM; ++i) {",
+          "    int r = m0 + ty + i * TY;",
+          "    if (r < M) [[unroll]] for (int j = 0; j < TN; ++j) {",
+          "      int c = n0 + tx + j * TX;",
+          f"      if (c < N) C[coff + r * N + c] = {estore('acc[i][j]', 'r', 'c')};",
+          "    }", "  }", "}"]
+    return "".join(src) + "\n".join(L) + "\n"
+
+
+@lru_cache(maxsize=None)
+def _vec4_spec_source(rank: int, ta: bool = False, tb: bool = False, prefetch: bool = False,
+                      epi=None) -> str:
+    """`_vec4_source`'s scheme with the tiling as specialisation constants."""
+    edecl, ehoist, estore = _epilogue(epi, rank)
+    src = [_SPEC_DECL, "const int QA = BM / 4;\nconst int QB = BN / 4;\nconst int GA = TM / 4;\n"
+           "const int GB = TN / 4;\nconst int K4 = BK / 4;\n"
+           "const int RA = BM * BK / 4 / THREADS;\nconst int RB = BN * BK / 4 / THREADS;\n",
+           binding(1, "float", "C"), binding(2, "vec4", "A", readonly=True),
+           binding(3, "vec4", "B", readonly=True), edecl,
+           "shared vec4 As[BK * QA];\nshared vec4 Bs[BK * QB];\n"]
+    L = _prologue(rank) + ehoist
+    L += ["  int tid = int(gl_LocalInvocationID.x);",
+          "  int tx = tid % TX; int ty = tid / TX;",
+          "  int m0 = tmi * BM; int n0 = tni * BN;",
+          "  float acc[TM * TN];",
+          "  [[unroll]] for (int i = 0; i < TM; ++i) [[unroll]] for (int j = 0; j < TN; ++j) acc[i * TN + j] = 0.0;",
+          "  vec4 pa[RA]; vec4 pb[RB];"]
+
+    def load_one(k0: str, buf: str, own: str, along_k: bool) -> list[str]:
+        """Slab vec4 e = tid + r*THREADS of buf (own axis m for A, n for B) into p{a,b}[r]:
+        stored with k innermost a vec4 runs along k, else along the own axis."""
+        g, ext, q, reg = f"g{own}", own.upper(), "QA" if own == "m" else "QB", f"p{buf.lower()}[r]"
+        if along_k:
+            pos = f"int {g} = {own}0 + e / K4; int gk = {k0} + (e % K4) * 4;"
+            addr = f"({buf.lower()}off + {g} * K + gk) >> 2"
+        else:
+            pos = f"int gk = {k0} + e / {q}; int {g} = {own}0 + (e % {q}) * 4;"
+            addr = f"({buf.lower()}off + gk * {ext} + {g}) >> 2"
+        return [f"[[unroll]] for (int r = 0; r < R{buf}; ++r) {{ int e = tid + r * THREADS; {pos}",
+                f"  {reg} = ({g} < {ext} && gk < K) ? {buf}[{addr}] : vec4(0.0); }}"]
+
+    def load(k0: str, ind: str) -> list[str]:
+        return [ind + x for x in load_one(k0, "A", "m", not ta) + load_one(k0, "B", "n", tb)]
+
+    def store(ind: str) -> list[str]:
+        out = ["[[unroll]] for (int r = 0; r < RA; ++r) { int e = tid + r * THREADS;"]
+        out += (["  As[e] = pa[r]; }"] if ta else
+                ["  int mm = e / K4; int kq = e % K4;",
+                 "  " + " ".join(f"As[(kq * 4 + {c}) * QA + (mm >> 2)][mm & 3] = pa[r].{x};"
+                                 for c, x in enumerate("xyzw")) + " }"])
+        out += ["[[unroll]] for (int r = 0; r < RB; ++r) { int e = tid + r * THREADS;"]
+        out += (["  int nn = e / K4; int kq = e % K4;",
+                 "  " + " ".join(f"Bs[(kq * 4 + {c}) * QB + (nn >> 2)][nn & 3] = pb[r].{x};"
+                                 for c, x in enumerate("xyzw")) + " }"]
+                if tb else ["  Bs[e] = pb[r]; }"])
+        return [ind + x for x in out]
+
+    if prefetch:
+        L += load("0", "  ")
+        L += ["  for (int k0 = 0; k0 < K; k0 += BK) {"] + store("    ")
+        L += ["    barrier();", "    if (k0 + BK < K) {"] + load("(k0 + BK)", "      ") + ["    }"]
+    else:
+        L += ["  for (int k0 = 0; k0 < K; k0 += BK) {"] + load("k0", "    ") + store("    ")
+        L += ["    barrier();"]
+    L += ["    for (int kk = 0; kk < BK; ++kk) {",
+          "      vec4 a[GA]; vec4 b[GB];",
+          "      [[unroll]] for (int g = 0; g < GA; ++g) a[g] = As[kk * QA + g * TY + ty];",
+          "      [[unroll]] for (int h = 0; h < GB; ++h) b[h] = Bs[kk * QB + h * TX + tx];",
+          "      [[unroll]] for (int i = 0; i < TM; ++i) [[unroll]] for (int j = 0; j < TN; ++j)",
+          "        acc[i * TN + j] = fma(a[i >> 2][i & 3], b[j >> 2][j & 3], acc[i * TN + j]);",
+          "    }", "    barrier();", "  }",
+          "  [[unroll]] for (int i = 0; i < TM; ++i) {",
+          "    int r = m0 + ((i >> 2) * TY + ty) * 4 + (i & 3);",
+          "    if (r < M) [[unroll]] for (int j = 0; j < TN; ++j) {",
+          "      int c = n0 + ((j >> 2) * TX + tx) * 4 + (j & 3);",
+          f"      if (c < N) C[coff + r * N + c] = {estore('acc[i * TN + j]', 'r', 'c')};",
+          "    }", "  }", "}"]
+    return "".join(src) + "\n".join(L) + "\n"
+
 # --------------------------------------------------------------------------- lowering
 
 
@@ -786,12 +935,19 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
     epi, epi_meta, epi_views, epi_fmts = _epilogue_key(
         epilogue, node, ctx.dev if t.strategy == "subgroup" else None)
     name, texels = None, ()
+    spec = ()
     if t.strategy == "shared" and VEC4 and vec4_fits(t, T, M, N, K, ta, tb):
-        body, local = _vec4_source(t, len(shp), ta, tb, prefetch, epi)
+        if SPEC_TILES:
+            body, local, spec = _vec4_spec_source(len(shp), ta, tb, prefetch, epi), _threads(t), spec_values(t)
+        else:
+            body, local = _vec4_source(t, len(shp), ta, tb, prefetch, epi)
         tile_m, tile_n = t.bm, t.bn
         name = "MatMul_shared4"
     elif t.strategy == "shared":
-        body, local = _shared_source(t, T, len(shp), ta, tb, epi)
+        if SPEC_TILES and not any(CONTIGUOUS):
+            body, local, spec = _shared_spec_source(T, len(shp), ta, tb, epi), _threads(t), spec_values(t)
+        else:
+            body, local = _shared_source(t, T, len(shp), ta, tb, epi)
         tile_m, tile_n = t.bm, t.bn
     else:
         if ta:   # wa runs along m: a width dividing both m and the row tile
@@ -806,5 +962,5 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
     meta = [M, N, K, tiles_m, tiles_n, nbatch, *shp, *sa, *sb, *epi_meta]
     name = (name or f"MatMul_{t.strategy}") + ("_epi" if epi is not None else "")
-    k = ctx.kernel(name, body, 3 + len(epi_views), local_size=local, texels=texels)
+    k = ctx.kernel(name, body, 3 + len(epi_views), local_size=local, texels=texels, spec=spec)
     ctx.dispatch(k, meta, [out, a, b, *epi_views], writes=(0,), groups=tiles_m * tiles_n * nbatch)
