@@ -5,8 +5,9 @@ register tile of accumulators, so every value it reads is used many times. A `Ti
 chosen per device type, then shrunk to the device's limits and to small operands. The
 GPU kernels (`shared`, its vec4 variant) take it as specialisation constants: one
 SPIR-V module per dtype, operand layout and epilogue, one pipeline per tiling, the
-driver unrolling the register tile's loops for the values (SPEC_TILES; the same tiling
-baked into the source is kept for comparison: `bench/tools/spec_tiles.py`). The CPU
+driver unrolling the register tile's loops for the values (SPEC_TILES; float64, and
+the same tiling baked into the source for comparison, specialise by source:
+`bench/tools/spec_tiles.py`). The CPU
 `subgroup` kernel is specialised by source: its load widths change the types it loads
 (64-bit pairs, vec4s, texel pairs), which a constant cannot.
 
@@ -655,7 +656,9 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
 # The k loop inside a slab is left to the driver: unrolled by hand, a 16x8 tile took the
 # H200's compiler minutes. Against the tiling baked into the source (H200, 4096^3,
 # bench/tools/spec_tiles.py): NN 3.82 against 3.74 ms, TN 3.22 / 3.21, NT 3.81 / 3.55,
-# TT 4.18 / 3.92; lavapipe runs both alike.
+# TT 4.18 / 3.92; 1001x1003x1005 0.105 / 0.111, int32 2048^3 2.85 / 3.32; lavapipe runs
+# both alike. float64 keeps its tile in the source: as an array of 128 doubles the H200's
+# compiler left it in memory (1024^3: 2.02 against 0.19 ms).
 SPEC_TILES = True
 _SPEC_DECL = """#extension GL_EXT_control_flow_attributes : enable
 layout(constant_id = 1) const int TM = 4;
@@ -944,7 +947,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
         tile_m, tile_n = t.bm, t.bn
         name = "MatMul_shared4"
     elif t.strategy == "shared":
-        if SPEC_TILES and not any(CONTIGUOUS):
+        if SPEC_TILES and not any(CONTIGUOUS) and T != "double":
             body, local, spec = _shared_spec_source(T, len(shp), ta, tb, epi), _threads(t), spec_values(t)
         else:
             body, local = _shared_source(t, T, len(shp), ta, tb, epi)
