@@ -653,13 +653,17 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
 # The GPU kernels' tiles are specialisation constants: one SPIR-V module per operand
 # layout, dtype and epilogue serves every tiling, and the driver sizes the register tile
 # and unrolls its loops ([[unroll]]) when it builds the pipeline for the tiling's values.
+# The register tile is SPEC_MAX x SPEC_MAX named slots used under conditions on the
+# constants, not an array: as an array the H200's compiler kept a 16x8 tile in memory
+# once an epilogue's store loop indexed it (4096^3 with a mask: 58.7 against 3.5 ms).
 # The k loop inside a slab is left to the driver: unrolled by hand, a 16x8 tile took the
-# H200's compiler minutes. Against the tiling baked into the source (H200, 4096^3,
-# bench/tools/spec_tiles.py): NN 3.82 against 3.74 ms, TN 3.22 / 3.21, NT 3.81 / 3.55,
-# TT 4.18 / 3.92; 1001x1003x1005 0.105 / 0.111, int32 2048^3 2.85 / 3.32; lavapipe runs
-# both alike. float64 keeps its tile in the source: as an array of 128 doubles the H200's
-# compiler left it in memory (1024^3: 2.02 against 0.19 ms).
+# H200's compiler minutes. Against the tiling baked into the source (H200, bench/tools/
+# spec_tiles.py, ratios spec / source): 4096^3 NN 1.02-1.07, TN 1.00-1.02, NT 1.02-1.07,
+# TT 1.06; 1024^3, 4096x4096x10, 1001x1003x1005 0.95-1.01; lavapipe runs both alike.
+# float64 keeps its tile in the source: as an array of 128 doubles the H200's compiler
+# left it in memory (1024^3: 2.02 against 0.19 ms).
 SPEC_TILES = True
+SPEC_MAX = 16      # register tiles up to SPEC_MAX x SPEC_MAX; larger ones specialise by source
 _SPEC_DECL = """#extension GL_EXT_control_flow_attributes : enable
 layout(constant_id = 1) const int TM = 4;
 layout(constant_id = 2) const int TN = 4;
@@ -684,8 +688,14 @@ def spec_values(t: Tiling) -> tuple:
 @lru_cache(maxsize=None)
 def _shared_spec_source(T: str, rank: int, ta: bool = False, tb: bool = False, epi=None) -> str:
     """`_shared_source`'s scheme with the tiling as specialisation constants: invocation
-    (tx, ty) owns rows m0 + ty + i*TY and columns n0 + tx + j*TX."""
+    (tx, ty) owns rows m0 + ty + i*TY and columns n0 + tx + j*TX.
+
+    The register tile is SPEC_MAX x SPEC_MAX named slots, each used under a condition on
+    the constants (`_slot`), so the driver keeps the live ones in registers: as an array
+    indexed in loops, an epilogue's store loop left a 16x8 tile in memory on the H200
+    (58.7 against 3.5 ms for a 4096^3 product with a mask)."""
     edecl, ehoist, estore = _epilogue(epi, rank)
+    S = SPEC_MAX
     src = [_SPEC_DECL, "const int SA = BM + 1;\nconst int SB = BN + 1;\n",
            "const int RA = (BM * BK + THREADS - 1) / THREADS;\nconst int RB = (BN * BK + THREADS - 1) / THREADS;\n",
            binding(1, T, "C"), binding(2, T, "A", readonly=True), binding(3, T, "B", readonly=True),
@@ -693,9 +703,8 @@ def _shared_spec_source(T: str, rank: int, ta: bool = False, tb: bool = False, e
     L = _prologue(rank) + ehoist
     L += ["  int tid = int(gl_LocalInvocationID.x);",
           "  int tx = tid % TX; int ty = tid / TX;",
-          "  int m0 = tmi * BM; int n0 = tni * BN;",
-          f"  {T} acc[TM][TN];",
-          f"  [[unroll]] for (int i = 0; i < TM; ++i) [[unroll]] for (int j = 0; j < TN; ++j) acc[i][j] = {T}(0);"]
+          "  int m0 = tmi * BM; int n0 = tni * BN;"]
+    L += [f"  {T} acc_{i}_{j} = {T}(0);" for i in range(S) for j in range(S)]
     a_co = ("e % BM", "e / BM", "A[aoff + gk * M + gr]") if ta else ("e / BK", "e % BK", "A[aoff + gr * K + gk]")
     b_co = ("e / BK", "e % BK", "B[boff + gc * K + gk]") if tb else ("e % BN", "e / BN", "B[boff + gk * N + gc]")
     L += ["  for (int k0 = 0; k0 < K; k0 += BK) {",
@@ -708,20 +717,22 @@ def _shared_spec_source(T: str, rank: int, ta: bool = False, tb: bool = False, e
           "        int gc = n0 + nn; int gk = k0 + kk;",
           f"        Bs[kk * SB + nn] = (gc < N && gk < K) ? {b_co[2]} : {T}(0); }} }}",
           "    barrier();",
-          "    for (int kk = 0; kk < BK; ++kk) {",
-          f"      {T} a[TM]; {T} b[TN];",
-          "      [[unroll]] for (int i = 0; i < TM; ++i) a[i] = As[kk * SA + ty + i * TY];",
-          "      [[unroll]] for (int j = 0; j < TN; ++j) b[j] = Bs[kk * SB + tx + j * TX];",
-          "      [[unroll]] for (int i = 0; i < TM; ++i) [[unroll]] for (int j = 0; j < TN; ++j)",
-          "        " + _mad(T, "acc[i][j]", "a[i]", "b[j]"),
-          "    }", "    barrier();", "  }",
-          "  [[unroll]] for (int i = 0; i < TM; ++i) {",
-          "    int r = m0 + ty + i * TY;",
-          "    if (r < M) [[unroll]] for (int j = 0; j < TN; ++j) {",
-          "      int c = n0 + tx + j * TX;",
-          f"      if (c < N) C[coff + r * N + c] = {estore('acc[i][j]', 'r', 'c')};",
-          "    }", "  }", "}"]
+          "    for (int kk = 0; kk < BK; ++kk) {"]
+    L += [f"      {T} a{i} = {T}(0); if ({i} < TM) a{i} = As[kk * SA + ty + {i} * TY];" for i in range(S)]
+    L += [f"      {T} b{j} = {T}(0); if ({j} < TN) b{j} = Bs[kk * SB + tx + {j} * TX];" for j in range(S)]
+    L += [f"      if ({_slot(i, j)}) " + _mad(T, f"acc_{i}_{j}", f"a{i}", f"b{j}") for i in range(S) for j in range(S)]
+    L += ["    }", "    barrier();", "  }"]
+    for i in range(S):
+        L += [f"  if ({i} < TM) {{ int r = m0 + ty + {i} * TY;", "    if (r < M) {"]
+        L += [f"      if ({j} < TN) {{ int c = n0 + tx + {j} * TX; if (c < N) C[coff + r * N + c] = "
+              f"{estore(f'acc_{i}_{j}', 'r', 'c')}; }}" for j in range(S)]
+        L += ["    } }"]
+    L.append("}")
     return "".join(src) + "\n".join(L) + "\n"
+
+
+def _slot(i: int, j: int) -> str:
+    return f"{i} < TM && {j} < TN"
 
 
 @lru_cache(maxsize=None)
@@ -738,10 +749,9 @@ def _vec4_spec_source(rank: int, ta: bool = False, tb: bool = False, prefetch: b
     L = _prologue(rank) + ehoist
     L += ["  int tid = int(gl_LocalInvocationID.x);",
           "  int tx = tid % TX; int ty = tid / TX;",
-          "  int m0 = tmi * BM; int n0 = tni * BN;",
-          "  float acc[TM * TN];",
-          "  [[unroll]] for (int i = 0; i < TM; ++i) [[unroll]] for (int j = 0; j < TN; ++j) acc[i * TN + j] = 0.0;",
-          "  vec4 pa[RA]; vec4 pb[RB];"]
+          "  int m0 = tmi * BM; int n0 = tni * BN;"]
+    L += [f"  float acc_{i}_{j} = 0.0;" for i in range(SPEC_MAX) for j in range(SPEC_MAX)]
+    L += ["  vec4 pa[RA]; vec4 pb[RB];"]
 
     def load_one(k0: str, buf: str, own: str, along_k: bool) -> list[str]:
         """Slab vec4 e = tid + r*THREADS of buf (own axis m for A, n for B) into p{a,b}[r]:
@@ -779,19 +789,19 @@ def _vec4_spec_source(rank: int, ta: bool = False, tb: bool = False, prefetch: b
     else:
         L += ["  for (int k0 = 0; k0 < K; k0 += BK) {"] + load("k0", "    ") + store("    ")
         L += ["    barrier();"]
-    L += ["    for (int kk = 0; kk < BK; ++kk) {",
-          "      vec4 a[GA]; vec4 b[GB];",
-          "      [[unroll]] for (int g = 0; g < GA; ++g) a[g] = As[kk * QA + g * TY + ty];",
-          "      [[unroll]] for (int h = 0; h < GB; ++h) b[h] = Bs[kk * QB + h * TX + tx];",
-          "      [[unroll]] for (int i = 0; i < TM; ++i) [[unroll]] for (int j = 0; j < TN; ++j)",
-          "        acc[i * TN + j] = fma(a[i >> 2][i & 3], b[j >> 2][j & 3], acc[i * TN + j]);",
-          "    }", "    barrier();", "  }",
-          "  [[unroll]] for (int i = 0; i < TM; ++i) {",
-          "    int r = m0 + ((i >> 2) * TY + ty) * 4 + (i & 3);",
-          "    if (r < M) [[unroll]] for (int j = 0; j < TN; ++j) {",
-          "      int c = n0 + ((j >> 2) * TX + tx) * 4 + (j & 3);",
-          f"      if (c < N) C[coff + r * N + c] = {estore('acc[i * TN + j]', 'r', 'c')};",
-          "    }", "  }", "}"]
+    S = SPEC_MAX
+    L += ["    for (int kk = 0; kk < BK; ++kk) {"]
+    L += [f"      vec4 a{g} = vec4(0.0); if ({g} < GA) a{g} = As[kk * QA + {g} * TY + ty];" for g in range(S // 4)]
+    L += [f"      vec4 b{h} = vec4(0.0); if ({h} < GB) b{h} = Bs[kk * QB + {h} * TX + tx];" for h in range(S // 4)]
+    L += [f"      if ({_slot(i, j)}) acc_{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc_{i}_{j});"
+          for i in range(S) for j in range(S)]
+    L += ["    }", "    barrier();", "  }"]
+    for i in range(S):
+        L += [f"  if ({i} < TM) {{ int r = m0 + ({i // 4} * TY + ty) * 4 + {i % 4};", "    if (r < M) {"]
+        L += [f"      if ({j} < TN) {{ int c = n0 + ({j // 4} * TX + tx) * 4 + {j % 4}; if (c < N) "
+              f"C[coff + r * N + c] = {estore(f'acc_{i}_{j}', 'r', 'c')}; }}" for j in range(S)]
+        L += ["    } }"]
+    L.append("}")
     return "".join(src) + "\n".join(L) + "\n"
 
 # --------------------------------------------------------------------------- lowering
@@ -940,14 +950,14 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
     name, texels = None, ()
     spec = ()
     if t.strategy == "shared" and VEC4 and vec4_fits(t, T, M, N, K, ta, tb):
-        if SPEC_TILES:
+        if SPEC_TILES and max(t.tm, t.tn) <= SPEC_MAX:
             body, local, spec = _vec4_spec_source(len(shp), ta, tb, prefetch, epi), _threads(t), spec_values(t)
         else:
             body, local = _vec4_source(t, len(shp), ta, tb, prefetch, epi)
         tile_m, tile_n = t.bm, t.bn
         name = "MatMul_shared4"
     elif t.strategy == "shared":
-        if SPEC_TILES and not any(CONTIGUOUS) and T != "double":
+        if SPEC_TILES and not any(CONTIGUOUS) and T != "double" and max(t.tm, t.tn) <= SPEC_MAX:
             body, local, spec = _shared_spec_source(T, len(shp), ta, tb, epi), _threads(t), spec_values(t)
         else:
             body, local = _shared_source(t, T, len(shp), ta, tb, epi)
