@@ -100,10 +100,13 @@ _SWEEPS = {
                 {F32: 3.0, F64: 3.0}),
     "erf": (OpKind.Erf, _erf,
             {F32: lambda r, n: _logu(r, 1e-30, 6.0, n), F64: lambda r, n: _logu(r, 1e-30, 6.0, n)},
-            {F32: 3.0, F64: 3.0}),
+            {F32: 2.5, F64: 3.0}),
+    # every float32 checked (bench-style, outside the suite): erf 2.01 ulp at most (0.7835,
+    # past the series seam), erfc 6.04 (7.8226: the Chebyshev sum's rounding, in exp's
+    # argument, is relative error there)
     "erfc": (OpKind.Erfc, _erfc,
              {F32: lambda r, n: r.uniform(-6.0, 9.1, n), F64: lambda r, n: r.uniform(-6.0, 26.5, n)},
-             {F32: 6.0, F64: 7.0}),
+             {F32: 6.5, F64: 7.0}),
 }
 
 
@@ -137,7 +140,7 @@ _SEAMS32 = {
     "log": [0.70710677, 1.4142135],                             # m's range [sqrt(1/2), sqrt(2))
     # x itself / 1 + x rounded, u = 1 + x at sqrt(1/2) and sqrt(2), log1p(x) = x below 2^-25
     "log1p": [-0.5, -0.2928932, -0.29, 0.29, 0.41421357, -2.9802322e-08, 2.9802322e-08],
-    "erf": [-0.5, 0.5],                                         # series / 1 - erfc
+    "erf": [-0.75, 0.75],                                       # series / 1 - erfc
     "erfc": [-0.5, 0.5, -10.1, 10.1],                           # 1 - series / Chebyshev, clamp
 }
 
