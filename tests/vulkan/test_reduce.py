@@ -273,3 +273,23 @@ def test_no_thread_walks_past_the_loop_limit(how):
     for shape, axes in [((1 << 17, 100003), (1,)), ((100003, 1 << 17), (0,)), ((300001,), (0,))]:
         for p in rd.plan(*rd.split_dims(shape, axes), how):
             assert p.C <= rd.MAX_RUN or p.kind == "row", (shape, p)
+
+
+@pytest.mark.parametrize("shape,axes", [((256, 256), (0,)), ((37, 1000), (1,)), ((300001,), (0,)),
+                                        ((6, 7, 50), (0, 2))])
+def test_unrolled_thread_runs_match_the_loop(shape, axes, monkeypatch):
+    """Thread passes write UNROLL steps out per iteration, then finish the run in a loop:
+    the same bits as the loop alone, for runs that are and are not multiples of UNROLL
+    (with a fused prologue and epilogue)."""
+    import vkml
+    from vkml.vulkan.lower import reduce as rd
+    x = vnp.asarray(RNG.standard_normal(shape).astype(np.float32))
+    outs = []
+    for u in (1, rd.UNROLL):
+        monkeypatch.setattr(rd, "UNROLL", u)
+        rd.source.cache_clear()
+        outs.append(np.asarray(vkml.jit(lambda v: vnp.sum(v * v, axis=axes) * 0.5 + 1.0)(x)))
+    rd.source.cache_clear()
+    np.testing.assert_array_equal(outs[0], outs[1])
+    want = (x.numpy().astype(np.float64) ** 2).sum(axis=axes) * 0.5 + 1.0
+    np.testing.assert_allclose(outs[1], want, rtol=1e-5)

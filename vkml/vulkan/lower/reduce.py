@@ -57,6 +57,7 @@ CPU_STREAMS = 1 << 12         # CPU, contiguous runs: fewer, longer streams per 
 # enough to spread over every core.
 CPU_SERIAL = 1 << 17
 CPU_LX = 64
+UNROLL = 8            # thread passes: loop steps written out per iteration
 MAX_RUN = 1 << 15     # loads one thread may walk: lavapipe ends any loop at 65535 iterations
 BLOCK = 32            # serial loads combined before joining the running value
 STRATEGY: str | None = None   # "cpu" or "gpu" forces a layout (tests); None: by device
@@ -487,13 +488,20 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     L.append(f"  {V} vacc = {V}({ident});")
     if pair:
         L.append(f"  {IV} vai = {IV}({iid});")
+    step_lines = (["      " + x for x in load_lines]
+                  + [f"      comb(blk, bi, {value}, {idx});" if pair else f"      blk = comb(blk, {value});"]
+                  + _advance(Q, QN))
     L += ["  while (r < rend) {",
           f"    {V} blk = {V}({ident});" + (f" {IV} bi = {IV}({iid});" if pair else ""),
-          f"    int kend = min(rend, r + {BLOCK} * step);",
-          "    for (; r < kend; r += step) {"]
-    L += ["      " + x for x in load_lines]
-    L += [f"      comb(blk, bi, {value}, {idx});" if pair else f"      blk = comb(blk, {value});"]
-    L += _advance(Q, QN)
+          f"    int kend = min(rend, r + {BLOCK} * step);"]
+    if not row and not pair and UNROLL > 1:
+        # whole runs of UNROLL steps without the loop's per-iteration cost (lavapipe
+        # manages an execution mask at every iteration of a loop)
+        L.append(f"    for (; r + {UNROLL - 1} * step < kend; ) {{")
+        for _ in range(UNROLL):
+            L += ["    {"] + step_lines + ["      r += step;", "    }"]
+        L.append("    }")
+    L += ["    for (; r < kend; r += step) {"] + step_lines
     L += ["    }", "    " + ("comb(vacc, vai, blk, bi);" if pair else "vacc = comb(vacc, blk);"), "  }"]
     if vec > 1:
         if pair:
