@@ -293,13 +293,29 @@ def test_multi_consumer_values_are_materialised_once():
     _agree(got, want)
 
 
-def test_broadcast_results_are_materialised_not_recomputed():
+def test_broadcast_results_are_materialised_not_recomputed(monkeypatch):
+    monkeypatch.setattr(fusion, "RECOMPUTE", "gpu")
     x, y = _data((32, 1), np.float32), _data((1, 64), np.float32)
     g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(y))
     groups = fusion.schedule(g)
     assert [grp.region.n_ops for grp in groups] == [1, 1]      # exp once per element of x
     got, want, _, _ = _both(lambda x, y: vnp.exp(x) * y + vnp.sqrt(vnp.abs(y)), x, y)
     _agree(got, want)
+
+
+def test_small_cpu_regions_recompute_what_they_broadcast(monkeypatch):
+    """On a CPU device a region of at most SMALL_REGION elements repeats a broadcast
+    operand's work instead of paying a dispatch for it; a larger one still reads it."""
+    monkeypatch.setattr(fusion, "RECOMPUTE", "cpu")
+    x, y = _data((32, 1), np.float32), _data((1, 64), np.float32)
+    g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(y))
+    assert [grp.region.n_ops for grp in fusion.schedule(g)] == [2]
+    big = _data((1, 4 * fusion.SMALL_REGION // 32), np.float32)
+    g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(big))
+    assert [grp.region.n_ops for grp in fusion.schedule(g)] == [1, 1]
+    for yy in (y, big):
+        got, want, _, _ = _both(lambda x, y: vnp.exp(x) * y + vnp.sqrt(vnp.abs(y)), x, yy)
+        _agree(got, want)
 
 
 def test_movement_inside_regions():

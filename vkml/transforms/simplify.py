@@ -65,16 +65,30 @@ def _fold(op: K, ins: list[Node], attrs: dict, shape, dtype, for_execution: bool
     return None
 
 
+def _constant(n: Node) -> Node | None:
+    """An Arange a compiled graph reads, computed once now (its own kernel would run at
+    every call of the program): a Const. None inside a trace (nothing may run there)."""
+    from ..array import bind
+    from ..trace import tracer
+    if tracer.current() is not None:
+        return None
+    value = bind(n.op, [], **n.attrs)     # a graph of the Arange alone: it is the output
+    return Node(K.Const, (), {"shape": tuple(n.shape), "dtype": n.dtype, "value": value})
+
+
 def simplify(graph: Graph, for_execution: bool = False) -> Graph:
     """An equivalent, usually smaller graph (same inputs, same outputs in order)."""
     new: dict[int, Node] = {}
     memo: dict[tuple, Node] = {}
+    outs = {o.id for o in graph.outputs}
     for n in graph.nodes:
         if n.op is K.Input:
             new[n.id] = n
             continue
         ins = [new[i.id] for i in n.inputs]
         m = _fold(n.op, ins, n.attrs, n.shape, n.dtype, for_execution)
+        if m is None and for_execution and n.op is K.Arange and n.id not in outs:
+            m = _constant(n)
         if m is None:
             m = n if all(a is b for a, b in zip(ins, n.inputs)) else Node(
                 n.op, ins, n.attrs, tag=n.tag, shape=n.shape, dtype=n.dtype)

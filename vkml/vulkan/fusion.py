@@ -18,7 +18,8 @@ A value is materialised (written to memory, ending its region) where it must be:
     simple instruction (add, compare, select, cast...) in up to MAX_COPIES regions:
     recomputing x - mu where it is used costs less than writing and re-reading it);
   * a consumer broadcasts it (an elementwise result re-evaluated per broadcast element
-    would repeat its work);
+    would repeat its work), except in a region of at most SMALL_REGION elements on a CPU
+    device, where repeating the work costs less than lavapipe's dispatch;
   * a Reshape of it cannot be expressed as a strided layout (the input of that Reshape
     is materialised instead), or the region grows past the binding/size limits below.
 A same-shape elementwise *epilogue* of a reduction is applied by the reduction's final
@@ -61,6 +62,8 @@ MAX_CODE = 400        # SSA values in one region
 REGION_BUDGET = 1000
 PROLOGUE_BUDGET = 250  # a reduction's vector loads evaluate its prologue four times
 MAX_COPIES = 4         # regions a cheap operator (one simple instruction) is recomputed in
+SMALL_REGION = 4096    # CPU devices: regions up to this size recompute their broadcast inputs
+RECOMPUTE: str | None = None   # "cpu" / "gpu" forces `_recompute_broadcasts`'s device kind (tests)
 
 
 @contextlib.contextmanager
@@ -225,12 +228,25 @@ def _const_key(n: Node) -> tuple:
     return ("c", d.str, int(bool(v)) if d == dt.bool_ else int(v))
 
 
+def _recompute_broadcasts(shape) -> bool:
+    """Whether a region of this shape recomputes what it broadcasts instead of reading it
+    from a kernel of its own: on CPU devices, for small regions, where one more dispatch
+    (tens of microseconds on lavapipe) costs more than repeating a few operations for at
+    most SMALL_REGION elements."""
+    from .lower.sizing import device_kind
+    n = 1
+    for d in shape:
+        n *= d
+    return n <= SMALL_REGION and device_kind(RECOMPUTE) == "cpu"
+
+
 def build_region(root: Node, inside, budget: int = REGION_BUDGET) -> Region:
     """The SSA of root's region; inside(n) says whether n is computed in it (else n is
     read from memory). Raises _Split(n) when n has to be materialised first."""
     from .lower.elementwise import op_weight
     reg = Region(root, root.shape)
     R = root.shape
+    small = _recompute_broadcasts(R)
     memo: dict[tuple, int] = {}
     leaf_idx: dict[int, int] = {}
     stack: list[Node] = []
@@ -286,7 +302,8 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET) -> Region:
         if k in memo:
             return memo[k]
         if n is not root:
-            if n.op not in MOVES and any(s == 0 and d > 1 for s, d in zip(lay.strides, R)):
+            if (n.op not in MOVES and any(s == 0 and d > 1 for s, d in zip(lay.strides, R))
+                    and not small):
                 raise _Split(n)       # broadcast: compute it once, read it many times
             if len(stack) >= MAX_DEPTH or len(reg.code) >= MAX_CODE:
                 raise _Split(n)
