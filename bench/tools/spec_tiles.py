@@ -1,6 +1,7 @@
 """MatMul kernel time with tiles as specialisation constants against tiles baked into the
-source (matmul.SPEC_TILES), per operand layout, dtype and shape: the GPU kernels must not
-lose by it. Usage: python bench/tools/spec_tiles.py"""
+source (matmul.SPEC_TILES), per operand layout, dtype and shape, or per MatMul of the
+bench's large MLP step: the GPU kernels must not lose by it.
+Usage: python bench/tools/spec_tiles.py [first case index | mlp]"""
 import numpy as np
 
 import vkml
@@ -38,6 +39,30 @@ def main(skip: int = 0):
               f"ratio {res[True] / res[False]:.3f}  same sum={same}", flush=True)
 
 
+def mlp():
+    """Per-kernel times of the large MLP step (a MatMul with a mask epilogue once kept a
+    16x8 tile in memory: 58.7 against 3.5 ms)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import prof_kernels as pk
+    res, names = {}, None
+    for spec in (True, False):
+        mm.SPEC_TILES = spec
+        j, args = pk.mlp_step()
+        j.profile(*args)
+        res[spec] = min((j.profile(*args) for _ in range(2)), key=lambda r: sum(t for _, t in r))
+        if spec:
+            names = [(d.kernel.name, d.kernel.spec) for d in j._entry(args)[0][0].lowered.dispatches]
+    mm.SPEC_TILES = True
+    for (n, t1), (_, t0), (_, sp) in zip(res[True], res[False], names):
+        if n.startswith("MatMul"):
+            print(f"{n:24s} spec {t1 * 1e6:9.1f} us  source {t0 * 1e6:9.1f} us  constants {sp}")
+
+
 if __name__ == "__main__":
     import sys
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    if len(sys.argv) > 1 and sys.argv[1] == "mlp":
+        mlp()
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 0)

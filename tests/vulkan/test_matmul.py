@@ -431,7 +431,7 @@ def test_texel_operands_only_where_views_allow():
     texel boundary and hold whole texels within the device's limit; else storage buffers."""
     cpu = SimpleNamespace(is_cpu=True, texel_alignment=16, max_texels=1 << 27)
     t = mm.Tiling("subgroup", tm=8, tn=8, wa=2, wb=8)
-    v = lambda off, n: SimpleNamespace(offset=off, nbytes=n)
+    v = lambda off, n: SimpleNamespace(offset=off, nbytes=n, dtype=np.dtype(np.float32))
     assert mm._texel_operands(cpu, "float", t, v(0, 4096), v(256, 4096))
     assert not mm._texel_operands(cpu, "float", t, v(0, 4096), v(8, 4096))      # B off a texel
     assert not mm._texel_operands(cpu, "float", t, v(4, 4096), v(0, 4096))      # A off a texel

@@ -238,16 +238,13 @@ def _epilogue(epi, rank: int):
                 args.append(z(ld[0], f"eo{q} + ({r}) * er{q} + ({c}) * ec{q}"))
         return f"epi({', '.join(args)})"
 
-    def column_loads(T: str, cols: list) -> list[str]:
+    def column_loads(cols: list) -> list[str]:
         """Each column-vector (bias) load once per column, for `store(..., j)`."""
-        return [f"  {_epi_type(types[ld[0]], T)} ez{q}_{j} = {z(ld[0], f'eo{q} + ({c}) * ec{q}')};"
+        return [f"  {'float' if types[ld[0]] == 'tex' else types[ld[0]]} ez{q}_{j} = "
+                f"{z(ld[0], f'eo{q} + ({c}) * ec{q}')};"
                 for q, ld in enumerate(loads) if ld != -1 and ld[1] == "c" for j, c in enumerate(cols)]
     store.column_loads = column_loads
     return src, hoist, store
-
-
-def _epi_type(t: str, T: str) -> str:
-    return "float" if t == "tex" else t
 
 
 @lru_cache(maxsize=None)
@@ -424,17 +421,12 @@ TEXELS = True
 
 
 def _texel_operands(dev, T: str, t: Tiling, a, b) -> bool:
-    """Whether the subgroup kernel reads A and B as texel buffers: on CPU devices, for
-    float32, where both views start on a texel boundary (the allocator and the memory
-    plan place tensors 256 bytes apart; a rebinding keeps the offset within a block)
-    and hold whole texels within the device's limit."""
-    if not (TEXELS and dev.is_cpu and T == "float"):
-        return False
-    for v, w in ((a, t.wa), (b, t.wb)):
-        tb = 4 * min(w, 4)
-        if v.offset % max(dev.texel_alignment, tb) or v.nbytes < tb or v.nbytes // tb > dev.max_texels:
-            return False
-    return True
+    """Whether the subgroup kernel reads A and B as texel buffers: where
+    `elementwise.texel_format` would read both (CPU devices, float32 views on a texel
+    boundary holding whole texels)."""
+    from .elementwise import texel_format
+    return (TEXELS and T == "float" and texel_format(dev, a, t.wa) is not None
+            and texel_format(dev, b, t.wb) is not None)
 WIDE_STORES = True  # tests turn it off to compare
 
 # The vec4 kernel's tiling and register prefetch per operand layout (A transposed, B
@@ -630,7 +622,7 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
         L.append("    }")
     L.append("  }")
     # column-vector (bias) loads once per column, clamped into the row like B's loads
-    L += estore.column_loads(T, [f"min(col0 + {j}, N - 1)" for j in range(TN)]) if epi else []
+    L += estore.column_loads([f"min(col0 + {j}, N - 1)" for j in range(TN)]) if epi else []
     if ws > 1:   # ws divides N and TN: each run of ws columns is all in or all out
         for i in range(TM):
             L += [f"  if (row0 + {i} < M) {{", f"    int cr = (coff + (row0 + {i}) * N + col0) / {ws};"]
