@@ -311,6 +311,18 @@ def _shared_source(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = Fa
     return "".join(src) + "\n".join(L) + "\n", threads
 
 
+def _slab_vec4(own: str, buf: str, along_k: bool, k0: str, k4, q) -> tuple[str, str, str, str]:
+    """(coordinate var, extent, GLSL placing slab vec4 e, its vec4 index) for operand buf
+    (own axis m for A, n for B): stored with k innermost a vec4 runs along k (k4 of them
+    per slab row), else along the own axis (q per slab row)."""
+    g, ext = f"g{own}", own.upper()
+    if along_k:
+        return (g, ext, f"int {g} = {own}0 + e / {k4}; int gk = {k0} + (e % {k4}) * 4;",
+                f"({buf.lower()}off + {g} * K + gk) >> 2")
+    return (g, ext, f"int gk = {k0} + e / {q}; int {g} = {own}0 + (e % {q}) * 4;",
+            f"({buf.lower()}off + gk * {ext} + {g}) >> 2")
+
+
 def vec4_fits(t: Tiling, T: str, M: int, N: int, K: int, ta: bool, tb: bool) -> bool:
     """Can `_vec4_source` run this product: float32, register tiles in runs of 4, slabs
     in whole vec4s, and every vec4 load along an axis whose length is a multiple of 4
@@ -352,13 +364,7 @@ def _vec4_source(t: Tiling, rank: int, ta: bool = False, tb: bool = False,
     def load_one(ind: str, k0: str, r: int, reg: str, buf: str, own: str, along_k: bool) -> list[str]:
         """Slab element tid + r*threads of operand buf (own axis m for A, n for B) into
         register reg: stored with k innermost a vec4 runs along k, else along own axis."""
-        g, ext, q = f"g{own}", own.upper(), QA if own == "m" else QB
-        if along_k:
-            pos = f"int {g} = {own}0 + e / {BK // 4}; int gk = {k0} + (e % {BK // 4}) * 4;"
-            addr = f"({buf.lower()}off + {g} * K + gk) >> 2"
-        else:
-            pos = f"int gk = {k0} + e / {q}; int {g} = {own}0 + (e % {q}) * 4;"
-            addr = f"({buf.lower()}off + gk * {ext} + {g}) >> 2"
+        g, ext, pos, addr = _slab_vec4(own, buf, along_k, k0, BK // 4, QA if own == "m" else QB)
         return [f"{ind}{{ int e = tid + {r * threads}; {pos}",
                 f"{ind}  {reg} = ({g} < {ext} && gk < K) ? {buf}[{addr}] : vec4(0.0); }}"]
 
@@ -714,17 +720,24 @@ def _shared_spec_source(T: str, rank: int, ta: bool = False, tb: bool = False, e
     L += [f"      {T} b{j} = {T}(0); if ({j} < TN) b{j} = Bs[kk * SB + tx + {j} * TX];" for j in range(S)]
     L += [f"      if ({_slot(i, j)}) " + _mad(T, f"acc_{i}_{j}", f"a{i}", f"b{j}") for i in range(S) for j in range(S)]
     L += ["    }", "    barrier();", "  }"]
-    for i in range(S):
-        L += [f"  if ({i} < TM) {{ int r = m0 + ty + {i} * TY;", "    if (r < M) {"]
-        L += [f"      if ({j} < TN) {{ int c = n0 + tx + {j} * TX; if (c < N) C[coff + r * N + c] = "
-              f"{estore(f'acc_{i}_{j}', 'r', 'c')}; }}" for j in range(S)]
-        L += ["    } }"]
-    L.append("}")
+    L += _slot_stores(lambda i: f"m0 + ty + {i} * TY", lambda j: f"n0 + tx + {j} * TX", estore)
     return "".join(src) + "\n".join(L) + "\n"
 
 
 def _slot(i: int, j: int) -> str:
     return f"{i} < TM && {j} < TN"
+
+
+def _slot_stores(row, col, estore) -> list[str]:
+    """The live slots' stores (row(i), col(j): GLSL of slot (i, j)'s output position),
+    through the epilogue, masked at the edges; the end of main."""
+    L = []
+    for i in range(SPEC_MAX):
+        L += [f"  if ({i} < TM) {{ int r = {row(i)};", "    if (r < M) {"]
+        L += [f"      if ({j} < TN) {{ int c = {col(j)}; if (c < N) C[coff + r * N + c] = "
+              f"{estore(f'acc_{i}_{j}', 'r', 'c')}; }}" for j in range(SPEC_MAX)]
+        L += ["    } }"]
+    return L + ["}"]
 
 
 @lru_cache(maxsize=None)
@@ -748,13 +761,8 @@ def _vec4_spec_source(rank: int, ta: bool = False, tb: bool = False, prefetch: b
     def load_one(k0: str, buf: str, own: str, along_k: bool) -> list[str]:
         """Slab vec4 e = tid + r*THREADS of buf (own axis m for A, n for B) into p{a,b}[r]:
         stored with k innermost a vec4 runs along k, else along the own axis."""
-        g, ext, q, reg = f"g{own}", own.upper(), "QA" if own == "m" else "QB", f"p{buf.lower()}[r]"
-        if along_k:
-            pos = f"int {g} = {own}0 + e / K4; int gk = {k0} + (e % K4) * 4;"
-            addr = f"({buf.lower()}off + {g} * K + gk) >> 2"
-        else:
-            pos = f"int gk = {k0} + e / {q}; int {g} = {own}0 + (e % {q}) * 4;"
-            addr = f"({buf.lower()}off + gk * {ext} + {g}) >> 2"
+        g, ext, pos, addr = _slab_vec4(own, buf, along_k, k0, "K4", "QA" if own == "m" else "QB")
+        reg = f"p{buf.lower()}[r]"
         return [f"[[unroll]] for (int r = 0; r < R{buf}; ++r) {{ int e = tid + r * THREADS; {pos}",
                 f"  {reg} = ({g} < {ext} && gk < K) ? {buf}[{addr}] : vec4(0.0); }}"]
 
@@ -788,13 +796,10 @@ def _vec4_spec_source(rank: int, ta: bool = False, tb: bool = False, prefetch: b
     L += [f"      if ({_slot(i, j)}) acc_{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc_{i}_{j});"
           for i in range(S) for j in range(S)]
     L += ["    }", "    barrier();", "  }"]
-    for i in range(S):
-        L += [f"  if ({i} < TM) {{ int r = m0 + ({i // 4} * TY + ty) * 4 + {i % 4};", "    if (r < M) {"]
-        L += [f"      if ({j} < TN) {{ int c = n0 + ({j // 4} * TX + tx) * 4 + {j % 4}; if (c < N) "
-              f"C[coff + r * N + c] = {estore(f'acc_{i}_{j}', 'r', 'c')}; }}" for j in range(S)]
-        L += ["    } }"]
-    L.append("}")
+    L += _slot_stores(lambda i: f"m0 + ({i // 4} * TY + ty) * 4 + {i % 4}",
+                      lambda j: f"n0 + ({j // 4} * TX + tx) * 4 + {j % 4}", estore)
     return "".join(src) + "\n".join(L) + "\n"
+
 
 # --------------------------------------------------------------------------- lowering
 
