@@ -334,7 +334,8 @@ def lower_region(reg, leaf_views: Sequence, out, ctx) -> None:
     broadcast along that axis, W scalars (a gather) otherwise, and one wide store; and
     it does so for R such groups a workgroup apart. Index decoding (integer division,
     which lavapipe cannot vectorise) happens only when the axes every operand agrees on
-    do not merge into one, and then once per W elements.
+    do not merge into one, and then once per W elements. On CPU devices float32 leaves
+    are read as texels (`texel_format`), the same loads without lavapipe's per-lane loop.
 
     >>> import vkml, vkml.numpy as vnp
     >>> vkml.jit(lambda x: vnp.exp(x.T) + 1.0)(vnp.zeros((2, 3))).shape

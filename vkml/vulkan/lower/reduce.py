@@ -12,7 +12,9 @@ Two kernels, chosen per pass:
           addresses) and, on CPU devices, everywhere: a CPU lane streaming its own
           contiguous run is what keeps the memory system busy there.
 When the innermost reduced axis is contiguous with an extent divisible by 4, elements
-are loaded four at a time (vec4/dvec4/ivec4) and folded at the end.
+are loaded four at a time (vec4/dvec4/ivec4) and folded at the end. On CPU devices
+float32 inputs are read as texels (`elementwise.texel_format`), a thread pass writes
+UNROLL steps out per loop iteration, and a small reduction is one pass (CPU_SERIAL).
 When there are few outputs and many reduced elements, each output is split over many
 workgroups/threads; partials go to scratch and the next pass reduces them, until one
 split remains. Per-thread runs are combined in blocks before joining the running value,
