@@ -449,3 +449,51 @@ def test_large_kernels_with_several_rounds_per_thread(shape, dtype):
     xd, yd = x.astype(np.float64), y.astype(np.float64)
     ref = xd * yd - xd if x.dtype.kind == "i" else np.abs(xd) * yd + np.sqrt(np.abs(xd + 1))
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("axes,keepdims", [((1,), False), ((1,), True), ((1, 2), False), ((0,), True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_sums_are_added_inside_regions_on_cpu(axes, keepdims, dtype, monkeypatch):
+    """On a CPU device a float Sum over at most SMALL_REDUCE elements per output is added
+    up inside the region that reads it (no kernel of its own): one kernel, and the values
+    of the unfused program."""
+    monkeypatch.setattr(fusion, "RECOMPUTE", "cpu")
+    x = _data((6, 3, 4), dtype)
+
+    def f(v):
+        s = vnp.sum(vnp.exp(v) * 0.5, axis=axes, keepdims=keepdims)
+        return vnp.tanh(s) + 1.0
+    got, want, lo_f, _ = _both(f, x)
+    _agree(got, want, dtype)
+    assert lo_f.kernel_count == 1
+    np.testing.assert_allclose(np.asarray(got), np.tanh((np.exp(x.astype(np.float64)) * 0.5).sum(
+        axis=axes, keepdims=keepdims)) + 1.0, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_sums_stay_kernels_when_large_integer_or_on_gpus(monkeypatch):
+    x = _data((8, 17), np.float32)
+    monkeypatch.setattr(fusion, "RECOMPUTE", "cpu")
+    for f, arg in [(lambda v: vnp.sum(v, axis=1) + 1.0, x),                       # 17 > 16
+                   (lambda v: vnp.sum(v, axis=0) + 1, x.astype(np.int32))]:        # integer
+        g = vkml.make_graph(f, vnp.asarray(arg))
+        assert any(grp.node is not None and grp.node.op is OpKind.Sum for grp in fusion.schedule(g))
+    monkeypatch.setattr(fusion, "RECOMPUTE", "gpu")
+    g = vkml.make_graph(lambda v: vnp.sum(v, axis=0) + 1.0, vnp.asarray(x))
+    assert any(grp.node is not None and grp.node.op is OpKind.Sum for grp in fusion.schedule(g))
+
+
+def test_cross_entropy_gradient_fuses_on_cpu(monkeypatch):
+    """log_softmax + cross-entropy and its gradient over 10 classes: the row sums go into
+    the regions, so the backward pass from the logits is one elementwise kernel."""
+    from vkml.nn import functional as F
+    monkeypatch.setattr(fusion, "RECOMPUTE", "cpu")
+    z = _data((64, 10), np.float32)
+    y = np.random.default_rng(3).integers(0, 10, 64).astype(np.int32)
+    f = vkml.grad(lambda z, y: F.cross_entropy(z, y))
+    got, want, lo_f, lo_u = _both(f, z, y)
+    _agree(got, want)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(64), y] -= 1
+    np.testing.assert_allclose(np.asarray(got), p / 64, rtol=1e-4, atol=1e-7)
+    assert lo_f.kernel_count <= 4 < lo_u.kernel_count, (lo_f.kernel_count, lo_u.kernel_count)

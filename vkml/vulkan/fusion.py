@@ -22,6 +22,8 @@ A value is materialised (written to memory, ending its region) where it must be:
     device, where repeating the work costs less than lavapipe's dispatch;
   * a Reshape of it cannot be expressed as a strided layout (the input of that Reshape
     is materialised instead), or the region grows past the binding/size limits below.
+On a CPU device a float Sum over at most SMALL_REDUCE elements per output is not a
+kernel at all: the region that reads it adds the elements itself (`_inline_sum`).
 A same-shape elementwise *epilogue* of a reduction is applied by the reduction's final
 pass before its store, so the reduction's own value never reaches memory; likewise a
 small one of a MatMul (a bias, an activation, a mask) is applied at the MatMul's stores.
@@ -38,6 +40,7 @@ exactly that schedule, so fused-away values take no arena space. `ENABLED` (envi
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import struct
 from dataclasses import dataclass, field
@@ -62,6 +65,7 @@ MAX_CODE = 400        # SSA values in one region
 REGION_BUDGET = 1000
 PROLOGUE_BUDGET = 250  # a reduction's vector loads evaluate its prologue four times
 MAX_COPIES = 4         # regions a cheap operator (one simple instruction) is recomputed in
+SMALL_REDUCE = 16      # CPU devices: a Sum over at most this many elements per output is inlined
 SMALL_REGION = 4096    # CPU devices: regions up to this size recompute their broadcast inputs
 RECOMPUTE: str | None = None   # "cpu" / "gpu" forces `_recompute_broadcasts`'s device kind (tests)
 
@@ -311,6 +315,17 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET) -> Region:
         entry.append(reg.weight)
         if n.op in MOVES:
             r = visit(n.inputs[0], [_move_step(n)] + steps)
+        elif n.op is OpKind.Sum:       # `_inline_sum`: the elements added in order
+            x, axes = n.inputs[0], n.attrs["axes"]
+            one = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+            r = None
+            for pos in itertools.product(*(range(x.shape[a]) for a in axes)):
+                at = dict(zip(axes, pos))
+                start = tuple(at.get(i, 0) for i in range(len(x.shape)))
+                v = visit(x, [("s", start, (1,) * len(x.shape), one), ("r", n.shape, n)] + steps)
+                r = v if r is None else emit(("op", OpKind.Add, n.dtype, n.dtype, {}, (r, v)), n.dtype)
+                reg.weight += 1
+            reg.n_ops += 1
         else:
             args = tuple(visit(i, ([("b", n.shape)] if i.shape != n.shape else []) + steps)
                          for i in n.inputs)
@@ -385,9 +400,21 @@ def _kind(n: Node) -> str:
         return "full"
     if n.op in MOVES:
         return "move"
-    if SPECS[n.op].kernel == "elementwise":
+    if SPECS[n.op].kernel == "elementwise" or _inline_sum(n):
         return "ew"
     return "opaque"
+
+
+def _inline_sum(n: Node) -> bool:
+    """A float Sum over at most SMALL_REDUCE elements per output, on a CPU device: the
+    region reading it adds the elements itself (a kernel of its own costs lavapipe a
+    dispatch, tens of microseconds, for a few adds)."""
+    if n.op is not OpKind.Sum or n.dtype != n.inputs[0].dtype or not dt.is_float(n.dtype):
+        return False
+    k = 1
+    for a in n.attrs["axes"]:
+        k *= n.inputs[0].shape[a]
+    return 0 < k <= SMALL_REDUCE and _recompute_broadcasts(n.shape)
 
 
 def _is_reduce(n: Node) -> bool:
@@ -404,7 +431,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     """The kernels that compute graph, in an order respecting every dependency.
 
     >>> import vkml, vkml.numpy as vnp
-    >>> g = vkml.make_graph(lambda x: (vnp.exp(x) * 2.0).sum(), vnp.ones(4))
+    >>> g = vkml.make_graph(lambda x: (vnp.exp(x) * 2.0).sum(), vnp.ones(64))
     >>> [(grp.node.op.value, grp.prologue.n_ops) for grp in schedule(g)]
     [('Sum', 2)]
     """
@@ -437,7 +464,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
                 mat.add(n.id)
 
     from .lower.elementwise import op_weight
-    cheap = {n.id for n in nodes if kind[n.id] == "ew" and op_weight(
+    cheap = {n.id for n in nodes if kind[n.id] == "ew" and n.op is not OpKind.Sum and op_weight(
         n.op, np.dtype(n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype),
         n.dtype, n.attrs.get("approximate")) <= 1}
     while True:
