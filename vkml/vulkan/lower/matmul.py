@@ -7,9 +7,11 @@ GPU kernels (`shared`, its vec4 variant) take it as specialisation constants: on
 SPIR-V module per dtype, operand layout and epilogue, one pipeline per tiling, the
 driver unrolling the register tile's loops for the values (SPEC_TILES; float64, and
 the same tiling baked into the source for comparison, specialise by source:
-`bench/tools/spec_tiles.py`). The CPU
-`subgroup` kernel is specialised by source: its load widths change the types it loads
-(64-bit pairs, vec4s, texel pairs), which a constant cannot.
+`bench/tools/spec_tiles.py`). The CPU `subgroup` kernel is specialised by source: its
+load widths change the types it loads (64-bit pairs, vec4s, texel pairs), which a
+constant cannot, and a tile as constants over slots for the CPU tiling's 64 x 8 made
+lavapipe compile every kernel at full size before dropping the dead slots (first call
+of an 8x8 product 81 -> 576 ms, the MatMul tests 7 -> 72 s): measured, not kept.
 
 * ``shared`` (GPUs): the workgroup stages a bk-deep slab of A and B in shared memory,
   then each invocation reads tm values of A and tn of B per k from there and does tm*tn
