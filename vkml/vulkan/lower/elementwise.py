@@ -23,7 +23,7 @@ import numpy as np
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
-from ..kernels import TEXEL_FORMATS, binding, divisor, texel_binding
+from ..kernels import TEXEL_BYTES, TEXEL_FORMATS, binding, divisor, texel_binding
 
 SHADERS = Path(__file__).resolve().parent.parent / "shaders"
 MAX_RANK = 8
@@ -419,10 +419,11 @@ def texel_format(dev, v, w: int):
     texel boundary (tensors lie 256 bytes apart) and hold whole texels within the limit."""
     if not (TEXELS and dev.is_cpu and v.dtype == np.float32):
         return None
-    tb = 4 * min(w, 4)
+    fmt = TEXEL_FORMATS[w]
+    tb = TEXEL_BYTES[fmt]
     if v.offset % max(dev.texel_alignment, tb) or v.nbytes < tb or v.nbytes // tb > dev.max_texels:
         return None
-    return TEXEL_FORMATS[w]
+    return fmt
 
 
 def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx: int,

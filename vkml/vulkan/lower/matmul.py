@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ...trace import dtypes as dt
-from ..kernels import TEXEL_FORMATS, binding, texel_binding
+from ..kernels import binding, texel_binding
 from .elementwise import collapse
 
 MAX_BATCH_RANK = 6
@@ -428,13 +428,17 @@ PREFETCH = False  # for a forced tiling (set_tiling)
 TEXELS = True
 
 
-def _texel_operands(dev, T: str, t: Tiling, a, b) -> bool:
-    """Whether the subgroup kernel reads A and B as texel buffers: where
-    `elementwise.texel_format` would read both (CPU devices, float32 views on a texel
-    boundary holding whole texels)."""
+def _texel_operands(dev, T: str, t: Tiling, a, b) -> tuple | None:
+    """The (A, B) texel formats the subgroup kernel reads its operands through, where
+    `elementwise.texel_format` reads both (CPU devices, float32 views on a texel boundary
+    holding whole texels); else None (storage buffers)."""
     from .elementwise import texel_format
-    return (TEXELS and T == "float" and texel_format(dev, a, t.wa) is not None
-            and texel_format(dev, b, t.wb) is not None)
+    if not (TEXELS and T == "float"):
+        return None
+    fa, fb = texel_format(dev, a, t.wa), texel_format(dev, b, t.wb)
+    return (fa, fb) if fa is not None and fb is not None else None
+
+
 WIDE_STORES = True  # tests turn it off to compare
 
 # The vec4 kernel's tiling and register prefetch per operand layout (A transposed, B
@@ -492,7 +496,7 @@ def _pack_wide(T: str, w: int, vals: list) -> str:
 class _loader:
     """One w-element load of operand buf at a wide index: lines declaring var, and
     unpack(var) -> its w element expressions. A texel operand is a float32 texel buffer
-    of w-element texels (`_texel_formats`); w = 8 reads two 4-element texels."""
+    of w-element texels (`kernels.TEXEL_FORMATS`); w = 8 reads two 4-element texels."""
 
     def __init__(self, T: str, w: int, buf: str, tex: bool):
         self.T, self.w, self.buf, self.tex = T, w, buf, tex
@@ -513,11 +517,6 @@ class _loader:
         return [f"{var}.{c}" for c in "xyzw"[:self.w]]
 
 
-def _texel_formats(t: Tiling) -> tuple:
-    """(C, A, B) binding formats of a texel subgroup kernel: C stays a storage buffer."""
-    return (None, TEXEL_FORMATS[t.wa], TEXEL_FORMATS[t.wb])
-
-
 @lru_cache(maxsize=None)
 def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
                      tb: bool = False, epi=None, ws: int = 1, tex: bool = False) -> tuple[str, int]:
@@ -528,7 +527,7 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     read one k per lane instead, wa rows at a time (chunks of S k). B is read per lane,
     wb columns at a time; a transposed B (N x K) wb values of k at a time per column.
     Both layouts keep every load contiguous, so no operand needs a transposed copy.
-    tex: A and B are read through uniform texel buffers (float32; `_texel_formats`), C is
+    tex: A and B are read through uniform texel buffers (float32; `_texel_operands`), C is
     stored ws elements at a time (ws > 1: N is a multiple of tn)."""
     TM, TN, wa, wb = t.tm, t.tn, t.wa, t.wb
     chunk = S if ta else S * wa
@@ -968,8 +967,8 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
             t = replace(t, wb=_width(8, math.gcd(K, ctx.dev.subgroup_size), T, ctx.dev))
         ws = _width(t.tn, math.gcd(N, t.tn), T, ctx.dev) if WIDE_STORES else 1
         tex = _texel_operands(ctx.dev, T, t, a, b)
-        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws, tex)
-        texels = (*(_texel_formats(t) if tex else (None, None, None)), *epi_fmts)
+        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws, tex is not None)
+        texels = (None, *(tex or (None, None)), *epi_fmts)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
     meta = [M, N, K, tiles_m, tiles_n, nbatch, *shp, *sa, *sb, *epi_meta]

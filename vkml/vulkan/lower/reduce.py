@@ -381,7 +381,7 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     ((leaf or -1, 'i' or 's'), ...)) stores `epi(...)` of the reduced value (leaf -1) and
     of its other loads (at the output's index, or one scalar), with one offset each in
     meta after the prologue's. tex: per input (x, or the prologue's leaves) whether it is
-    read as float32 texels (`input_texels`)."""
+    read as float32 texels (`elementwise.texel_format`)."""
     dtype = np.dtype(dtype_name)
     T = dt.glsl_type(dtype)
     V = _vtype(T) if vec > 1 else T
@@ -403,18 +403,19 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
         if pair and (arg or not final):
             b.append(binding(len(b) + 1, "int", "oi"))
     wide = _wide_leaves(pro[4], len(pro[3]), vec) if pro is not None else []
-    tex = tuple(tex) + (False,) * 64
 
+    def is_tex(j: int) -> bool:
+        return j < len(tex) and tex[j]
     def ld(buf: str, j: int, idx: str, w: int) -> str:
-        if not tex[j]:
+        if not is_tex(j):
             return f"{buf}[{idx}]"
         return f"texelFetch({buf}, {idx})" + (".x" if w == 1 else "")
     if pro is not None:
         for j, t in enumerate(pro[3]):
-            b.append(texel_binding(len(b) + 1, f"y{j}") if tex[j] else
+            b.append(texel_binding(len(b) + 1, f"y{j}") if is_tex(j) else
                      binding(len(b) + 1, _vtype(t) if wide[j] else t, f"y{j}", readonly=True))
     else:
-        b.append(texel_binding(len(b) + 1, "x") if tex[0] else binding(len(b) + 1, V, "x", readonly=True))
+        b.append(texel_binding(len(b) + 1, "x") if is_tex(0) else binding(len(b) + 1, V, "x", readonly=True))
     if pair and not first:
         b.append(binding(len(b) + 1, IV, "xi", readonly=True))
     if epi is not None:
