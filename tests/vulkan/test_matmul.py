@@ -152,6 +152,15 @@ def test_cpu_tiling_shrinks_to_small_operands():
     assert mm.choose_tiling(_fake(True, 8, 32 << 10, 1024, int64=False), np.float32, 64, 64, 64).wb == 4
 
 
+def test_cpu_tiling_follows_the_subgroup_width():
+    """16 lanes (lavapipe with 512-bit vectors) take half the rows and k per lane of 8."""
+    assert mm.cpu_tiling(8) == mm.CPU_TILING
+    t = mm.cpu_tiling(16)
+    assert (t.tm, t.tn, t.wa, t.wb) == (mm.CPU_TILING.tm // 2, mm.CPU_TILING.tn, 1, mm.CPU_TILING.wb)
+    big = mm.choose_tiling(_fake(True, 16, 32 << 10, 1024), np.float32, 1024, 1024, 1024)
+    assert (big.tm, big.tn, big.wa, big.wb) == (t.tm, t.tn, 1, 8)
+
+
 def test_cpu_tiling_keeps_every_core_busy(monkeypatch):
     """Row tiles shrink until there are four subgroups per core (not below 16 rows)."""
     monkeypatch.setattr(mm, "CPU_CORES", 2)
