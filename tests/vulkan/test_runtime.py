@@ -284,3 +284,26 @@ def test_devices_lists_the_device_in_use():
     assert str(cur).startswith(f"[{cur.index}] ")
     if all(d.kind == "CPU" for d in devs):
         assert any("llvmpipe" in d.name.lower() for d in devs), devs
+
+
+@pytest.mark.parametrize("spin_s,give", [(0.0, None), (1e-7, "yield"), (runtime.CPU_POLL_S, "yield"),
+                                         (runtime.SPIN_S, None)], ids=["block", "poll-then-block", "poll", "spin"])
+def test_every_wait_returns_the_same_result(monkeypatch, spin_s, give):
+    """A submission is waited for by blocking, by polling (yielding the core, as on a CPU
+    device) until it is done, or by polling for a while and then blocking."""
+    import os
+    rt = runtime.get()
+    monkeypatch.setattr(rt, "spin_s", spin_s)
+    monkeypatch.setattr(rt, "_yield", os.sched_yield if give else None)
+    x = np.random.default_rng(3).standard_normal((300, 200)).astype(np.float32)
+    f = vkml.jit(lambda a: vnp.tanh(a) @ a.T)
+    np.testing.assert_allclose(np.asarray(f(vnp.asarray(x))), np.tanh(x.astype(np.float64)) @ x.T.astype(np.float64),
+                               rtol=2e-5, atol=2e-4)
+
+
+def test_cpu_device_polls_yielding():
+    rt = runtime.get()
+    if rt.dev.is_cpu:
+        assert rt.spin_s == runtime.CPU_POLL_S and rt._yield is not None
+    else:
+        assert rt.spin_s == runtime.SPIN_S and rt._yield is None
