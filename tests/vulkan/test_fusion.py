@@ -497,3 +497,24 @@ def test_cross_entropy_gradient_fuses_on_cpu(monkeypatch):
     p[np.arange(64), y] -= 1
     np.testing.assert_allclose(np.asarray(got), p / 64, rtol=1e-4, atol=1e-7)
     assert lo_f.kernel_count <= 4 < lo_u.kernel_count, (lo_f.kernel_count, lo_u.kernel_count)
+
+
+@pytest.mark.parametrize("start,stop,step", [(0, 10, 1), (3, 40, 3), (7, -20, -2)])
+@pytest.mark.parametrize("shape", [(5,), (300, 7)], ids=["small", "wide"])
+def test_an_integer_arange_is_computed_from_the_index(start, stop, step, shape):
+    """An integer Arange a region reads (a compile-time Const, `elementwise.arange_leaf`)
+    is start + step * index in the kernel, sliced, broadcast and reversed alike."""
+    n = len(range(start, stop, step))
+    y = np.random.default_rng(1).integers(min(start, stop), max(start, stop), shape[0]).astype(np.int32)
+
+    def f(v):
+        a = vnp.arange(start, stop, step)
+        one_hot = (v[:, None] == a[None, ::-1]).astype(vnp.float32)
+        return one_hot * 2.0 + a[1:-1].sum() + a[:3][None, :].astype(vnp.float32)[:, :1]
+    jf = vkml.jit(f)
+    got = np.asarray(jf(vnp.asarray(y)))
+    a = np.arange(start, stop, step, dtype=np.int64)
+    want = (y[:, None] == a[None, ::-1]) * 2.0 + a[1:-1].sum() + a[:3][None, :1]
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    srcs = [d.kernel.source for d in jf._entry((vnp.asarray(y),))[0][0].lowered.dispatches]
+    assert any(f"({start} + {step} * (" in s for s in srcs), n

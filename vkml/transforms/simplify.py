@@ -73,7 +73,12 @@ def _constant(n: Node) -> Node | None:
     if tracer.current() is not None:
         return None
     value = bind(n.op, [], **n.attrs)     # a graph of the Arange alone: it is the output
-    return Node(K.Const, (), {"shape": tuple(n.shape), "dtype": n.dtype, "value": value})
+    attrs = {"shape": tuple(n.shape), "dtype": n.dtype, "value": value}
+    if np.dtype(n.dtype).kind == "i":
+        # an integer progression: a kernel that reads it may compute it from the index
+        # instead (`elementwise.arange_leaf`); the values wrap alike either way
+        attrs["arange"] = (int(n.attrs["start"]), int(n.attrs["step"]))
+    return Node(K.Const, (), attrs)
 
 
 def simplify(graph: Graph, for_execution: bool = False) -> Graph:
