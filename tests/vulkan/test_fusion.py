@@ -69,7 +69,12 @@ def _agree(got, want, dtype=None):
         if g.dtype.kind in "bi":
             np.testing.assert_array_equal(g, w)
         else:
-            np.testing.assert_allclose(g, w, equal_nan=True, **_tol(dtype or g.dtype))
+            # a contracted multiply-add rounds once where two kernels round twice: an error
+            # of a few ulps of the largest term, which a cancelling result can dwarf
+            tol = _tol(dtype or g.dtype)
+            scale = float(np.nanmax(np.abs(w[np.isfinite(w)]), initial=1.0))
+            np.testing.assert_allclose(g, w, equal_nan=True, rtol=tol["rtol"],
+                                       atol=tol["atol"] * max(1.0, scale))
 
 
 def _attrs(kind, dtype):
