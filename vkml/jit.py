@@ -499,8 +499,8 @@ class Jitted:
         if self.donate_argnums:
             pos = 0
             dyn_index = [i for i in range(len(args)) if i not in static]
-            for i, a in zip(dyn_index, dyn):
-                n = len(tree_flatten(a)[0])
+            for i, sub in zip(dyn_index, flat[1].children):    # one subtree per argument
+                n = sub.num_leaves
                 if i in self.donate_argnums or (i - len(args)) in self.donate_argnums:
                     donated.update(range(pos, pos + n))
                 pos += n

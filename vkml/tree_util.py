@@ -49,6 +49,7 @@ def register_pytree_node(cls: type, flatten: Callable, unflatten: Callable) -> N
     [1, 2, 3]
     """
     _REGISTRY[cls] = (flatten, unflatten)
+    _LEAF_TYPES.clear()
 
 
 def register_dataclass(cls: type, data_fields: list[str] | None = None,
@@ -86,9 +87,18 @@ def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+# types found to be leaves (neither registered nor under a registered base), so that a
+# leaf costs one lookup: a jitted training step flattens its arguments at every call
+_LEAF_TYPES: set = set()
+
+
 def _node(x):
     """(kind, aux, children) for a node, or None for a leaf."""
     t = type(x)
+    if t in _LEAF_TYPES:
+        return None
+    if t is tuple or t is list:
+        return t, None, list(x)
     if t in _REGISTRY:
         ch, aux = _REGISTRY[t][0](x)
         return t, aux, list(ch)
@@ -105,6 +115,7 @@ def _node(x):
         if isinstance(x, base):
             ch, aux = fns[0](x)
             return base, aux, list(ch)
+    _LEAF_TYPES.add(t)
     return None
 
 
