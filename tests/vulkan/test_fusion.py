@@ -515,11 +515,16 @@ def test_an_integer_arange_is_computed_from_the_index(start, stop, step, shape):
     def f(v):
         a = vnp.arange(start, stop, step)
         one_hot = (v[:, None] == a[None, ::-1]).astype(vnp.float32)
-        return one_hot * 2.0 + a[1:-1].sum() + a[:3][None, :].astype(vnp.float32)[:, :1]
+        return (one_hot * 2.0 + a[1:-1].sum() + a[:3][None, :].astype(vnp.float32)[:, :1],
+                (v[:, None] == a[None, ::-1]).sum(axis=1), (a[None, :] * v[:, None]).sum(axis=0),
+                (a[::2][None, :] - v[:, None]).max(axis=1))
     jf = vkml.jit(f)
-    got = np.asarray(jf(vnp.asarray(y)))
+    got = [np.asarray(g) for g in jf(vnp.asarray(y))]
     a = np.arange(start, stop, step, dtype=np.int64)
     want = (y[:, None] == a[None, ::-1]) * 2.0 + a[1:-1].sum() + a[:3][None, :1]
-    np.testing.assert_array_equal(got, want.astype(np.float32))
+    np.testing.assert_array_equal(got[0], want.astype(np.float32))
+    np.testing.assert_array_equal(got[1], (y[:, None] == a[None, ::-1]).sum(axis=1))
+    np.testing.assert_array_equal(got[2], (a[None, :] * y[:, None]).sum(axis=0))
+    np.testing.assert_array_equal(got[3], (a[::2][None, :] - y[:, None]).max(axis=1))
     srcs = [d.kernel.source for d in jf._entry((vnp.asarray(y),))[0][0].lowered.dispatches]
     assert any(f"({start} + {step} * (" in s for s in srcs), n

@@ -456,11 +456,26 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
         # per load: its base over the kept digits once, its address over the reduced
         # digits per element (no division in the loop)
         args = []
+        ar = pro[5] if len(pro) > 5 else ()
         for j, (l, m) in enumerate(pro[4]):
             t = pro[3][l]
             L.append(f"  int b{j} = meta[{pos}] + {_offset('k', pos + 1, K)};")
             addr = f"b{j} + {_offset('c', pos + 1 + K, Q)}"
             pos += 1 + K + Q
+            a = ar[l] if l < len(ar) else None
+            if a is not None:    # an integer progression: computed from the index, not loaded
+                if vec == 1 or m == "s":
+                    load_lines.append(f"int w{j} = {a[0]} + {a[1]} * ({addr});")
+                    args.append([f"w{j}"] * (1 if vec == 1 else 4))
+                elif m == "v" and wide[l]:
+                    load_lines.append(f"int w{j} = {a[0]} + {a[1]} * 4 * ({addr});")
+                    args.append([f"(w{j} + {a[1] * c})" for c in range(4)])
+                else:
+                    L.append(f"  int q{j} = meta[{pos}];")
+                    pos += 1
+                    load_lines.append(f"int w{j} = {a[0]} + {a[1]} * ({addr});")
+                    args.append([f"(w{j} + {a[1]} * {c} * q{j})" for c in range(4)])
+                continue
             if vec == 1:
                 load_lines.append(f"{t} w{j} = {ld(f'y{l}', l, addr, 1)};")
                 args.append([f"w{j}"])
@@ -603,7 +618,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
     >>> float(vnp.sum(vnp.ones((4, 5)), axis=(0, 1)))  # doctest: +SKIP
     20.0
     """
-    from .elementwise import region_function, uses_double
+    from .elementwise import arange_leaf, region_function, uses_double
     op = node.op
     xn = node.inputs[0]
     axes = node.attrs["axes"]
@@ -625,6 +640,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         fn, math = region_function(preg, "pro")
         pro_types = tuple(dt.glsl_type(l.dtype) for l in preg.leaves)
         pro_fn = (fn, math, uses_double(preg), pro_types)
+        pro_ar = tuple(arange_leaf(l) for l in preg.leaves)
     epi_views, epi_meta = [], []
     if epilogue is not None:
         ereg, eviews = epilogue
@@ -663,7 +679,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         if p.first and prologue is not None:
             pm, modes = _prologue_meta(p, per, preg.loads, preg.leaves)
             meta += pm
-            pro_key = pro_fn + (modes,)
+            pro_key = pro_fn + (modes, pro_ar)
             views += list(pviews)
         else:
             views.append(src_v)
