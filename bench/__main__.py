@@ -25,7 +25,9 @@ flags.DEFINE_list("only", [], f"workloads to run (default: all of {','.join(WORK
 flags.DEFINE_list("skip", [], "workloads not to run")
 flags.DEFINE_list("frameworks", [], "targets besides vkml (default: every available one of numpy, "
                                     "jax, torch, torch.compile, torch-cuda, torch.compile-cuda, jax-gpu)")
-flags.DEFINE_integer("repeats", 20, "timed calls per target and workload at most (the best counts)")
+flags.DEFINE_integer("repeats", 100, "timed calls per target and workload at most (the best counts; "
+                                    "the budget stops long workloads first, and on a shared VM the "
+                                    "best of 20 calls of a millisecond step still varied by 30%)")
 flags.DEFINE_integer("warmup", 2, "untimed calls first (compilation, caches)")
 flags.DEFINE_float("budget", 3.0, "seconds of calls per target and workload after which timing stops")
 flags.DEFINE_float("size_scale", 0.0, "multiplies the 16M-element sizes (elementwise, copy, sum) and "

@@ -523,3 +523,49 @@ def test_one_module_serves_every_tiling(monkeypatch):
         assert jf._entry((d,))[0][0].lowered.dispatches[0].kernel.spec == ()
     finally:
         mm.set_tiling(None)
+
+
+@pytest.mark.parametrize("shapes", [((40, 256), (256, 200)), ((3, 2, 33, 128), (2, 128, 72)),
+                                    ((64, 1024), (1024, 24)), ((5, 256), (256, 9))],
+                         ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
+@pytest.mark.parametrize("epi", ["none", "bias-relu", "mask"])
+@pytest.mark.parametrize("sub", ["device", "cpu-narrow", "cpu-ssbo"])
+def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub, monkeypatch):
+    """A B^T product whose lanes' rows of B^T would share a cache set takes its columns
+    one lane apart and shuffles them back (`interleave`): the same bits as without, and
+    NumPy's values, with epilogues, batches and partial column tiles."""
+    import vkml
+    if sub.endswith("-ssbo"):
+        _storage_only(monkeypatch)
+    sa, sb = shapes
+    a, b, _, bt, _, _ = _transposed_inputs(sa, sb, "B.T")
+    bias = RNG.uniform(-1, 1, sb[-1]).astype(np.float32)
+    mask = RNG.uniform(-1, 1, sa[:-1] + sb[-1:]).astype(np.float32)
+
+    def f(x, y, c, m):
+        r = x @ vnp.swapaxes(y, -1, -2)
+        return {"none": r, "bias-relu": vnp.maximum(r + c, 0.0), "mask": r * (m > 0)}[epi]
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    want = {"none": want, "bias-relu": np.maximum(want + bias, 0.0), "mask": want * (mask > 0)}[epi]
+    args = [vnp.asarray(v) for v in (a, bt, bias, mask)]
+    mm.set_tiling(TILINGS[sub])
+    try:
+        got = {}
+        for on in (True, False):
+            monkeypatch.setattr(mm, "INTERLEAVE", on)
+            jf = vkml.jit(f)
+            got[on] = np.asarray(jf(*args))
+            srcs = [d.kernel.source for d in jf._entry(tuple(args))[0][0].lowered.dispatches]
+            if on:
+                from vkml.vulkan import runtime
+                dev = runtime.get().dev
+                t = mm.choose_tiling(dev, np.float32, sa[-2], sb[-1], sa[-1])
+                expect = dev.is_cpu and mm.interleave(True, dev.subgroup_size, t.tn, sa[-1], 4)
+                assert any("uw_l0" in s for s in srcs) == expect
+                if sub == "device" and sa == (40, 256):
+                    assert expect == dev.is_cpu
+        np.testing.assert_array_equal(got[True], got[False])
+        np.testing.assert_allclose(got[True], want, rtol=0, atol=64 * EPS32 * np.sqrt(sa[-1]) * 4)
+    finally:
+        mm.set_tiling(None)
+

@@ -454,6 +454,7 @@ def _texel_operands(dev, T: str, t: Tiling, a, b) -> tuple | None:
 
 
 WIDE_STORES = True  # tests turn it off to compare
+INTERLEAVE = True   # and this (`interleave`)
 
 # The vec4 kernel's tiling and register prefetch per operand layout (A transposed, B
 # transposed), the best measured on the H200 at 4096^3 (`python bench/tools/prof_kernels.py
@@ -531,9 +532,36 @@ class _loader:
         return [f"{var}.{c}" for c in "xyzw"[:self.w]]
 
 
+def _unweave(T: str, TM: int, TN: int, S: int) -> list[str]:
+    """Lines moving interleaved accumulators (lane l, slot j: column l + S*j of the tile)
+    to consecutive ones (lane L, slot J: column TN*L + J), row by row: slot J of lane L
+    comes from lane (TN*L + J) % S, slot (TN*L + J) / S; TN shuffles per slot, kept by a
+    select on the source slot. All lanes are active here (no branch yet)."""
+    L = [f"  int uw_l{J} = (lane * {TN} + {J}) % {S}; int uw_s{J} = (lane * {TN} + {J}) / {S};"
+         for J in range(TN)]
+    for i in range(TM):
+        for J in range(TN):
+            x = f"subgroupShuffle(acc_{i}_{TN - 1}, uw_l{J})"
+            for sl in range(TN - 2, -1, -1):
+                x = f"(uw_s{J} == {sl} ? subgroupShuffle(acc_{i}_{sl}, uw_l{J}) : {x})"
+            L.append(f"  {T} uw_{i}_{J} = {x};")
+        L += [f"  acc_{i}_{J} = uw_{i}_{J};" for J in range(TN)]
+    return L
+
+
+def interleave(tb: bool, S: int, tn: int, K: int, itemsize: int) -> bool:
+    """Whether a B^T product interleaves its columns over the lanes (`_subgroup_source`):
+    when one lane's tn rows of B^T put the lanes' loads a multiple of 4096 bytes apart.
+    lavapipe, 256x256x256 with B^T on one core (bench/tools/lvp_bt_sets.py): 0.617 -> 0.535 ns
+    per multiply-add vector,
+    against 0.515 for B untransposed (K = 264, no conflict: both 0.572)."""
+    return tb and S > 1 and tn > 1 and (tn * K * itemsize) % 4096 == 0
+
+
 @lru_cache(maxsize=None)
 def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
-                     tb: bool = False, epi=None, ws: int = 1, tex: bool = False) -> tuple[str, int]:
+                     tb: bool = False, epi=None, ws: int = 1, tex: bool = False,
+                     ilv: bool = False) -> tuple[str, int]:
     """Lane l owns rows m0 + i (i < tm) and columns n0 + l*tn + j (j < tn).
 
     A chunk of k values is handed out per lane and shared by shuffles: A's rows are read
@@ -542,7 +570,11 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     wb columns at a time; a transposed B (N x K) wb values of k at a time per column.
     Both layouts keep every load contiguous, so no operand needs a transposed copy.
     tex: A and B are read through uniform texel buffers (float32; `_texel_operands`), C is
-    stored ws elements at a time (ws > 1: N is a multiple of tn)."""
+    stored ws elements at a time (ws > 1: N is a multiple of tn).
+    ilv (with tb): lane l multiplies columns n0 + l + S*j instead, and the accumulators are
+    moved back to its tn consecutive columns by shuffles before the epilogue (`_unweave`).
+    B^T's rows for one lane's columns then lie K apart, not tn*K: with tn*K*4 bytes a
+    multiple of 4096 every lane's load fell in one cache set (`interleave`)."""
     TM, TN, wa, wb = t.tm, t.tn, t.wa, t.wb
     chunk = S if ta else S * wa
     TA, unA = _wide(T, wa)
@@ -572,7 +604,10 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
         L.append(f"  int Mw = M / {wa};")
     else:
         L += [f"  int ar{i} = (aoff + min(row0 + {i}, M - 1) * K) / {wa};" for i in range(TM)]
-    if tb:   # B^T[n, k]: one row of B^T per column, read wb values of k at a time
+    if tb and ilv:   # lane l's columns one lane apart: tni*S*TN + l + S*j
+        L += [f"  int bc{j} = (boff + min(tni * {S * TN} + lane + {S * j}, N - 1) * K) / {wb};"
+              for j in range(TN)]
+    elif tb:   # B^T[n, k]: one row of B^T per column, read wb values of k at a time
         L += [f"  int bc{j} = (boff + min(col0 + {j}, N - 1) * K) / {wb};" for j in range(TN)]
     else:
         L += [f"  int bc{q} = (boff + min(col0 + {q * wb}, N - {wb})) / {wb};" for q in range(TN // wb)]
@@ -642,6 +677,8 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
         L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"br_{j}") for j in range(TN)]
         L.append("    }")
     L.append("  }")
+    if tb and ilv:
+        L += _unweave(T, TM, TN, S)
     # column-vector (bias) loads once per column, clamped into the row like B's loads
     L += estore.column_loads([f"min(col0 + {j}, N - 1)" for j in range(TN)]) if epi else []
     if ws > 1:   # ws divides N and TN: each run of ws columns is all in or all out
@@ -981,7 +1018,9 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
             t = replace(t, wb=_width(8, math.gcd(K, ctx.dev.subgroup_size), T, ctx.dev))
         ws = _width(t.tn, math.gcd(N, t.tn), T, ctx.dev) if WIDE_STORES else 1
         tex = _texel_operands(ctx.dev, T, t, a, b)
-        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws, tex is not None)
+        ilv = interleave(tb, ctx.dev.subgroup_size, t.tn, K, dt.itemsize(node.dtype)) and INTERLEAVE
+        body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws,
+                                       tex is not None, ilv)
         texels = (None, *(tex or (None, None)), *epi_fmts)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
