@@ -11,12 +11,14 @@ def test_hoist_meta_reads_literal_indices_once_before_anything():
     body = ("float f(int i) { return float(meta[2] + i); }\n"
             "void main() {\n  uint i = gidx();\n  if (i >= uint(meta[0])) return;\n"
             "  if (i > 3u) { o[i] = f(meta[1]) + float(meta[0]); }\n  o[i] += float(meta[meta[1] + 4]);\n}\n")
-    out = kernels.hoist_meta(body)
+    out = kernels.hoist_meta(body, 1)
     main = out[out.index("void main() {"):]
     assert main.startswith("void main() {\n  int meta_0 = meta[0], meta_1 = meta[1];")
     assert "meta[meta_1 + 4]" in main          # a computed index stays a load
     assert "return float(meta[2] + i);" in out  # other functions are left alone
-    assert kernels.hoist_meta("void main() { o[0] = 1.0; }") == "void main() { o[0] = 1.0; }"
+    assert kernels.hoist_meta("void main() { o[0] = 1.0; }", 1) == "void main() { o[0] = 1.0; }"
+    few = "void main() {\n  if (g >= meta[0]) return;\n}\n"
+    assert kernels.hoist_meta(few) == few          # fewer than HOIST_MIN reads: left alone
 
 
 def _programs():

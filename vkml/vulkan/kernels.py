@@ -20,9 +20,13 @@ from .vk import vk
 
 
 HOIST_META = True   # tests turn it off to compare
+# ... for kernels reading at least this many meta values: a streaming kernel reading a
+# few (x + 1, a sum over 16M) ran slower with them hoisted (sum 2.4 -> 4.4 ms), where a
+# small region reading eleven operands' layouts ran five times faster
+HOIST_MIN = 8
 
 
-def hoist_meta(body: str) -> str:
+def hoist_meta(body: str, min_reads: int | None = None) -> str:
     r"""body with main()'s reads of meta at literal indices done once, first thing.
 
     lavapipe loads a storage-buffer value at a uniform address as one scalar only while
@@ -30,11 +34,12 @@ def hoist_meta(body: str) -> str:
     lane by lane behind a bounds check, so each meta[k] cost a 16-iteration loop. A
     256 x 10 region reading eleven operands: 100 -> 10 us above a copy; the small MLP
     step's kernels, profiled on one thread (LP_NUM_THREADS=0) with this on and off in
-    turn: 3.24 -> 2.92 ms, its cross-entropy gradient 81 -> 18 us. Reads at computed
+    turn: 2.91 -> 2.72 ms, its cross-entropy gradient 80 -> 18 us. Only kernels reading
+    at least min_reads (HOIST_MIN) values are rewritten. Reads at computed
     indices stay where they are; every literal index names a value of this dispatch's
     meta. GPUs load a uniform value once anyway, so only CPU devices rewrite.
 
-    >>> hoist_meta("void main() {\n  if (g >= meta[0]) return;\n  o[g] = meta[3] * meta[0];\n}\n")
+    >>> hoist_meta("void main() {\n  if (g >= meta[0]) return;\n  o[g] = meta[3] * meta[0];\n}\n", 1)
     'void main() {\n  int meta_0 = meta[0], meta_3 = meta[3];\n  if (g >= meta_0) return;\n  o[g] = meta_3 * meta_0;\n}\n'
     """
     start = body.find("void main() {")
@@ -47,7 +52,7 @@ def hoist_meta(body: str) -> str:
         end += 1
     main = body[head:end]
     ks = sorted({int(k) for k in _META.findall(main)})
-    if not ks:
+    if len(ks) < (HOIST_MIN if min_reads is None else min_reads):
         return body
     main = _META.sub(lambda m: f"meta_{m.group(1)}", main)
     decl = "\n  int " + ", ".join(f"meta_{k} = meta[{k}]" for k in ks) + ";"
