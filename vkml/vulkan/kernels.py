@@ -159,14 +159,10 @@ class KernelCache:
         one SPIR-V module then serves every value, one pipeline per set of values."""
         texels = tuple(texels) + (None,) * (n_tensors - len(texels)) if any(
             f is not None for f in texels) else ()
-        if self.dev.is_cpu and HOIST_META:
-            body = hoist_meta(body)
-        if spec:
-            spec = (int(local_size),) + tuple(int(v) for v in spec)
-            source = COMMON.replace("local_size_x = ${LX}", "local_size_x_id = 0") + body
-        else:
-            source = COMMON.replace("${LX}", str(local_size)) + body
-        h = hashlib.sha256((source + repr(texels) + repr(spec)).encode()).hexdigest()
+        hoist = self.dev.is_cpu and HOIST_META
+        # keyed by the generated body: the rewrite below runs once per kernel, not per
+        # lookup (an eager operator looks its kernels up at every call)
+        h = hashlib.sha256((body + repr((local_size, texels, spec, hoist))).encode()).hexdigest()
         k = self._kernels.get(h)
         if k is not None:
             return k
@@ -174,6 +170,13 @@ class KernelCache:
             k = self._kernels.get(h)
             if k is not None:
                 return k
+            if hoist:
+                body = hoist_meta(body)
+            if spec:
+                spec = (int(local_size),) + tuple(int(v) for v in spec)
+                source = COMMON.replace("local_size_x = ${LX}", "local_size_x_id = 0") + body
+            else:
+                source = COMMON.replace("${LX}", str(local_size)) + body
             code = _compile.spirv(source, name)
             d = self.dev.device
             dsl, pl = self.layout(n_tensors, texels)

@@ -21,8 +21,9 @@ SPIN_S = 0.005    # longest a GPU submission's wait polls before it blocks
 # while still giving it to any runnable worker. Zen 5 VM, 2 cores: one more dispatch
 # 42 -> 19 us (median, bench/tools/lvp_dispatch.py); small MLP step best 2.07-2.14 ->
 # 1.77-1.82 ms, p25 2.31-2.34 -> 1.91-2.06 (bench/tools/lvp_wait.py, blocking against
-# polling, interleaved); a 15 ms MatMul unchanged. Polling without yielding took 2.8 ms,
-# a second polling thread 2.9 ms.
+# polling, interleaved); 200 eager ops 14.7-15.0 -> 11.4-12.8 ms; a 15 ms MatMul, a 16M
+# copy or sum unchanged. Polling without yielding took 2.8 ms, a second polling thread
+# 2.9 ms.
 CPU_POLL_S = 0.05
 
 
