@@ -569,3 +569,40 @@ def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub, monkeypatch):
     finally:
         mm.set_tiling(None)
 
+
+
+@pytest.mark.parametrize("which", ["none", "A.T", "B.T", "both"])
+@pytest.mark.parametrize("shapes", [((256, 64), (64, 10)), ((2, 3, 70, 33), (3, 33, 5)), ((130, 7), (7, 1))],
+                         ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
+@pytest.mark.parametrize("epi", ["none", "bias", "leaf", "rows"])
+def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monkeypatch):
+    """C with fewer columns than a subgroup has lanes (and rows for four subgroups) is
+    computed as C^T = B^T A^T and stored transposed (`swap_small_n`): the same bits as
+    without, and NumPy's values, for every operand layout and epilogue kind (a bias
+    per column, a leaf per element, a column vector per row)."""
+    import vkml
+    from vkml.vulkan import runtime
+    sa, sb = shapes
+    a, b, at, bt, ta, tb = _transposed_inputs(sa, sb, which)
+    out = np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+    bias = RNG.uniform(-1, 1, out[-1:]).astype(np.float32)
+    leaf = RNG.uniform(-1, 1, out).astype(np.float32)
+    rows = RNG.uniform(-1, 1, out[-2:-1] + (1,)).astype(np.float32)
+
+    def f(x, y, c, l, r):
+        p = (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y)
+        return {"none": p, "bias": vnp.maximum(p + c, 0.0), "leaf": l - 0.5 * p, "rows": p * r}[epi]
+    p = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    want = {"none": p, "bias": np.maximum(p + bias, 0.0), "leaf": leaf - 0.5 * p, "rows": p * rows}[epi]
+    args = [vnp.asarray(v) for v in (at, bt, bias, leaf, rows)]
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(mm, "SWAP", on)
+        jf = vkml.jit(f)
+        got[on] = np.asarray(jf(*args))
+        srcs = [d.kernel.source for d in jf._entry(tuple(args))[0][0].lowered.dispatches]
+        dev = runtime.get().dev
+        swapped = any("* M + row0" in s for s in srcs)
+        assert swapped == (on and dev.is_cpu and mm.swap_small_n(dev.subgroup_size, sa[-2], sb[-1]))
+    np.testing.assert_array_equal(got[True], got[False])
+    np.testing.assert_allclose(got[True], want, rtol=1e-5, atol=64 * EPS32 * np.sqrt(sa[-1]))

@@ -202,7 +202,7 @@ def _mad(T: str, acc: str, a: str, b: str) -> str:
     return f"{acc} = fma({a}, {b}, {acc});"
 
 
-def _epilogue(epi, rank: int):
+def _epilogue(epi, rank: int, row_len: str = "N"):
     """(declarations, lines for main's start, store(value, row, col) -> expression) for an
     elementwise epilogue.
 
@@ -212,7 +212,8 @@ def _epilogue(epi, rank: int):
     column strides with no batch stride (off + row * sM + col * sN; a bias is sM = 0).
     Offsets and strides travel in meta after the batch layout and are read once into
     locals: re-read at every store (the compiler cannot tell meta from C) they tripled a
-    lavapipe kernel's time."""
+    lavapipe kernel's time. row_len: the GLSL expression of the output's row length (the
+    kernel's N, or its M where it computes the transposed product, `_subgroup_source`)."""
     if epi is None:
         return "", [], lambda v, r, c, j=None: v
     fn, math, dbl, types, loads = epi
@@ -247,7 +248,7 @@ def _epilogue(epi, rank: int):
             if ld == -1:
                 args.append(v)
             elif ld[1] == "i":
-                args.append(z(ld[0], f"eo{q} + ({r}) * N + {c}"))
+                args.append(z(ld[0], f"eo{q} + ({r}) * {row_len} + {c}"))
             elif ld[1] == "c":
                 args.append(f"ez{q}_{j}" if j is not None else z(ld[0], f"eo{q} + ({c}) * ec{q}"))
             else:
@@ -549,6 +550,19 @@ def _unweave(T: str, TM: int, TN: int, S: int) -> list[str]:
     return L
 
 
+SWAP = True   # tests turn it off to compare
+
+
+def swap_small_n(S: int, M: int, N: int) -> bool:
+    """Whether the subgroup kernel computes C^T = B^T A^T instead: when C has fewer
+    columns than a subgroup has lanes and at least four subgroups' worth of rows. Lanes
+    run along C's columns, so at N = 10 of 16 lanes six idled and each lane's one column
+    made every multiply-add pay a shuffle. The small MLP step's 256x256 @ 256x10 products,
+    jitted alone (bench/tools/lvp_mlp_matmuls.py, about 37 us of it a call's fixed cost):
+    h @ W 120 -> 84 us, h^T @ g 117 -> 77 us."""
+    return SWAP and N < S <= M // 4
+
+
 def interleave(tb: bool, S: int, tn: int, K: int, itemsize: int) -> bool:
     """Whether a B^T product interleaves its columns over the lanes (`_subgroup_source`):
     when one lane's tn rows of B^T put the lanes' loads a multiple of 4096 bytes apart.
@@ -561,7 +575,7 @@ def interleave(tb: bool, S: int, tn: int, K: int, itemsize: int) -> bool:
 @lru_cache(maxsize=None)
 def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
                      tb: bool = False, epi=None, ws: int = 1, tex: bool = False,
-                     ilv: bool = False) -> tuple[str, int]:
+                     ilv: bool = False, swap: bool = False) -> tuple[str, int]:
     """Lane l owns rows m0 + i (i < tm) and columns n0 + l*tn + j (j < tn).
 
     A chunk of k values is handed out per lane and shared by shuffles: A's rows are read
@@ -574,7 +588,9 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     ilv (with tb): lane l multiplies columns n0 + l + S*j instead, and the accumulators are
     moved back to its tn consecutive columns by shuffles before the epilogue (`_unweave`).
     B^T's rows for one lane's columns then lie K apart, not tn*K: with tn*K*4 bytes a
-    multiple of 4096 every lane's load fell in one cache set (`interleave`)."""
+    multiple of 4096 every lane's load fell in one cache set (`interleave`).
+    swap: the kernel computes C^T = B^T A^T (its M, N are C's N, M; `swap_small_n`) and
+    stores element (i, j) at C's (j, i), one at a time; the epilogue sees C's indices."""
     TM, TN, wa, wb = t.tm, t.tn, t.wa, t.wb
     chunk = S if ta else S * wa
     TA, unA = _wide(T, wa)
@@ -585,7 +601,7 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     src = ["#extension GL_KHR_shader_subgroup_shuffle : enable\n"]
     if "64" in TA + TB:
         src.append("#extension GL_ARB_gpu_shader_int64 : enable\n")
-    edecl, ehoist, estore = _epilogue(epi, rank)
+    edecl, ehoist, estore = _epilogue(epi, rank, "M" if swap else "N")
     TC = _wide(T, ws)[0]
     if "64" in TC and "64" not in TA + TB:
         src.append("#extension GL_ARB_gpu_shader_int64 : enable\n")
@@ -680,8 +696,14 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
     if tb and ilv:
         L += _unweave(T, TM, TN, S)
     # column-vector (bias) loads once per column, clamped into the row like B's loads
-    L += estore.column_loads([f"min(col0 + {j}, N - 1)" for j in range(TN)]) if epi else []
-    if ws > 1:   # ws divides N and TN: each run of ws columns is all in or all out
+    L += estore.column_loads([f"min(col0 + {j}, N - 1)" for j in range(TN)]) if epi and not swap else []
+    if swap:     # C^T's (row0 + i, col0 + j) is C's (col0 + j, row0 + i)
+        for i in range(TM):
+            L += [f"  if (row0 + {i} < M) {{"]
+            L += [f"    if (col0 + {j} < N) C[coff + (col0 + {j}) * M + row0 + {i}] = "
+                  f"{estore(f'acc_{i}_{j}', f'col0 + {j}', f'row0 + {i}')};" for j in range(TN)]
+            L += ["  }"]
+    elif ws > 1:   # ws divides N and TN: each run of ws columns is all in or all out
         for i in range(TM):
             L += [f"  if (row0 + {i} < M) {{", f"    int cr = (coff + (row0 + {i}) * N + col0) / {ws};"]
             vals = [estore(f'acc_{i}_{j}', f'row0 + {i}', f'col0 + {j}', j) for j in range(TN)]
@@ -994,6 +1016,10 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
                          f"{MAX_BATCH_RANK} (shapes {a.shape} @ {b.shape})")
     T = dt.glsl_type(node.dtype)
     t, prefetch = select_tiling(ctx.dev, node.dtype, M, N, K, nbatch, ta, tb)
+    swap = t.strategy == "subgroup" and swap_small_n(ctx.dev.subgroup_size, M, N)
+    if swap:     # C^T = B^T A^T: the operands trade places and transposition flags
+        a, b, ta, tb, M, N, sa, sb = b, a, not tb, not ta, N, M, sb, sa
+        t, prefetch = select_tiling(ctx.dev, node.dtype, M, N, K, nbatch, ta, tb)
     epi, epi_meta, epi_views, epi_fmts = _epilogue_key(
         epilogue, node, ctx.dev if t.strategy == "subgroup" else None)
     name, texels = None, ()
@@ -1016,11 +1042,11 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
             t = replace(t, wa=_width(min(8, t.tm), math.gcd(M, t.tm), T, ctx.dev))
         if tb:   # wb runs along k, within one chunk
             t = replace(t, wb=_width(8, math.gcd(K, ctx.dev.subgroup_size), T, ctx.dev))
-        ws = _width(t.tn, math.gcd(N, t.tn), T, ctx.dev) if WIDE_STORES else 1
+        ws = _width(t.tn, math.gcd(N, t.tn), T, ctx.dev) if WIDE_STORES and not swap else 1
         tex = _texel_operands(ctx.dev, T, t, a, b)
         ilv = interleave(tb, ctx.dev.subgroup_size, t.tn, K, dt.itemsize(node.dtype)) and INTERLEAVE
         body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws,
-                                       tex is not None, ilv)
+                                       tex is not None, ilv, swap)
         texels = (None, *(tex or (None, None)), *epi_fmts)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
