@@ -606,3 +606,29 @@ def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monk
         assert swapped == (on and dev.is_cpu and mm.swap_small_n(dev.subgroup_size, sa[-2], sb[-1]))
     np.testing.assert_array_equal(got[True], got[False])
     np.testing.assert_allclose(got[True], want, rtol=1e-5, atol=64 * EPS32 * np.sqrt(sa[-1]))
+
+
+@pytest.mark.parametrize("which", ["none", "A.T", "B.T", "both"])
+@pytest.mark.parametrize("k", [10, 23, 3])
+def test_k_past_the_last_whole_chunk_is_one_masked_chunk(which, k, monkeypatch):
+    """The k left after the whole chunks run as one more chunk with clamped loads and
+    zeroed products (`TAIL_CHUNK`): NumPy's values and the step-by-step loop's, and an
+    inf or nan in the last column of k stays where it belongs (inf * 0 never enters)."""
+    import vkml
+    a, b, at, bt, ta, tb = _transposed_inputs((70, k), (k, 40), which)
+    a[5, k - 1] = np.inf
+    b[k - 1, 7] = np.nan
+    b[0, 9] = -np.inf
+    at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+    bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+    f = lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y)
+    with np.errstate(invalid="ignore"):
+        want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(mm, "TAIL_CHUNK", on)
+        got[on] = np.asarray(vkml.jit(f)(vnp.asarray(at), vnp.asarray(bt)))
+    for g in got.values():
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(want))
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=64 * EPS32 * np.sqrt(k), equal_nan=True)
+    np.testing.assert_allclose(got[True], got[False], rtol=0, atol=0, equal_nan=True)

@@ -551,6 +551,7 @@ def _unweave(T: str, TM: int, TN: int, S: int) -> list[str]:
 
 
 SWAP = True   # tests turn it off to compare
+TAIL_CHUNK = True   # and this: k past the last whole chunk as one masked chunk
 
 
 def swap_small_n(S: int, M: int, N: int) -> bool:
@@ -575,7 +576,7 @@ def interleave(tb: bool, S: int, tn: int, K: int, itemsize: int) -> bool:
 @lru_cache(maxsize=None)
 def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
                      tb: bool = False, epi=None, ws: int = 1, tex: bool = False,
-                     ilv: bool = False, swap: bool = False) -> tuple[str, int]:
+                     ilv: bool = False, swap: bool = False, tail: bool = False) -> tuple[str, int]:
     """Lane l owns rows m0 + i (i < tm) and columns n0 + l*tn + j (j < tn).
 
     A chunk of k values is handed out per lane and shared by shuffles: A's rows are read
@@ -636,11 +637,12 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
             out += [f"{indent}{T} b{tag}_{q * wb + c} = {e};" for c, e in enumerate(ldB.unpack(f"bw{tag}_{q}"))]
         return out
 
-    def load_bt_chunk(indent: str) -> list[str]:
+    def load_bt_chunk(indent: str, kmax: str | None = None) -> list[str]:
         out = []
         for j in range(TN):
             for kq in range(chunk // wb):
-                out += [indent + x for x in ldB(f"bt{j}_{kq}", f"bc{j} + k0 / {wb} + {kq}")]
+                at = f"k0 / {wb} + {kq}" if kmax is None else f"min(k0 / {wb} + {kq}, {kmax} / {wb} - 1)"
+                out += [indent + x for x in ldB(f"bt{j}_{kq}", f"bc{j} + {at}")]
                 out += [f"{indent}{T} b{kq * wb + c}_{j} = {e};" for c, e in enumerate(ldB.unpack(f"bt{j}_{kq}"))]
         return out
 
@@ -650,49 +652,71 @@ def _subgroup_source(t: Tiling, T: str, rank: int, S: int, ta: bool = False,
             x = f"(({sel}) == {c} ? {parts[c]} : {x})"
         return x
 
+    def chunk_body(tail: bool) -> list[str]:
+        """One chunk of k at k0; tail: the last, shorter one: loads clamped into the
+        operands and every product with k >= K made 0 * 0 (a clamped load may hold an
+        inf, and inf * 0 is nan)."""
+        out = []
+        if ta:
+            for q in range(TM // wa):
+                kr = "k0 + lane" if not tail else "min(k0 + lane, K - 1)"
+                out += ["    " + x for x in ldA(f"aw{q}", f"ar{q} + ({kr}) * Mw")]
+                out += [f"    {T} a{q * wa + c}_0 = {e};" for c, e in enumerate(ldA.unpack(f"aw{q}"))]
+        else:
+            for i in range(TM):
+                kw = f"k0 / {wa} + lane" if not tail else f"min(k0 / {wa} + lane, K / {wa} - 1)"
+                out += ["    " + x for x in ldA(f"aw{i}", f"ar{i} + {kw}")]
+                out += [f"    {T} a{i}_{c} = {e};" for c, e in enumerate(ldA.unpack(f"aw{i}"))]
+        if tb:
+            out += load_bt_chunk("    ", "K" if tail else None)
+        else:
+            for kk in range(chunk):
+                out += load_b(f"k0 + {kk}" if not tail else f"min(k0 + {kk}, K - 1)", str(kk), "    ")
+        if tail:
+            out += [f"    bool in{kk} = k0 + {kk} < K;" for kk in range(chunk)]
+            out += [f"    b{kk}_{j} = in{kk} ? b{kk}_{j} : {T}(0);" for kk in range(chunk) for j in range(TN)]
+        for i in range(TM):
+            for kk in range(chunk):
+                a_src = f"a{i}_0, {kk}" if ta else f"a{i}_{kk % wa}, {kk // wa}"
+                x = f"subgroupShuffle({a_src})"
+                if tail:
+                    x = f"(in{kk} ? {x} : {T}(0))"
+                out.append(f"    {{ {T} x = {x};")
+                out += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"b{kk}_{j}") for j in range(TN)]
+                out.append("    }")
+        return out
+
     # main loop: whole chunks of k; lane l holds A's values for its share of the chunk
     L += ["  int k0 = 0;", f"  for (; k0 + {chunk} <= K; k0 += {chunk}) {{"]
-    if ta:
-        for q in range(TM // wa):
-            L += ["    " + x for x in ldA(f"aw{q}", f"ar{q} + (k0 + lane) * Mw")]
-            L += [f"    {T} a{q * wa + c}_0 = {e};" for c, e in enumerate(ldA.unpack(f"aw{q}"))]
-    else:
-        for i in range(TM):
-            L += ["    " + x for x in ldA(f"aw{i}", f"ar{i} + k0 / {wa} + lane")]
-            L += [f"    {T} a{i}_{c} = {e};" for c, e in enumerate(ldA.unpack(f"aw{i}"))]
-    if tb:
-        L += load_bt_chunk("    ")
-    else:
-        for kk in range(chunk):
-            L += load_b(f"k0 + {kk}", str(kk), "    ")
-    for i in range(TM):
-        for kk in range(chunk):
-            a_src = f"a{i}_0, {kk}" if ta else f"a{i}_{kk % wa}, {kk // wa}"
-            L.append(f"    {{ {T} x = subgroupShuffle({a_src});")
-            L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"b{kk}_{j}") for j in range(TN)]
-            L.append("    }")
+    L += chunk_body(False)
     L.append("  }")
+    if tail:
+        # the rest of k as one more chunk: a tm-row tile loaded A at every remaining k,
+        # every lane at one address, tm gathers per k (256x10 @ 10x256, one core, a jitted
+        # call: 146-153 -> 117-127 us, bench/tools/lvp_small_k.py)
+        L += ["  if (k0 < K) {"] + chunk_body(True) + ["  }"]
     # remainder: one k at a time; every lane reads the same A element
-    L += ["  for (; k0 < K; ++k0) {"]
-    if tb:
-        for j in range(TN):
-            L += ["    " + x for x in ldB(f"btr{j}", f"bc{j} + k0 / {wb}")]
-            L.append(f"    {T} br_{j} = {pick(ldB.unpack(f'btr{j}'), f'k0 % {wb}')};")
-    else:
-        L += load_b("k0", "r", "    ")
-    if ta:
-        for q in range(TM // wa):
-            L += ["    " + x for x in ldA(f"awr{q}", f"ar{q} + k0 * Mw")]
-    for i in range(TM):
-        if ta:
-            x = ldA.unpack(f"awr{i // wa}")[i % wa]
+    if not tail:
+        L += ["  for (; k0 < K; ++k0) {"]
+        if tb:
+            for j in range(TN):
+                L += ["    " + x for x in ldB(f"btr{j}", f"bc{j} + k0 / {wb}")]
+                L.append(f"    {T} br_{j} = {pick(ldB.unpack(f'btr{j}'), f'k0 % {wb}')};")
         else:
-            L += ["    " + x for x in ldA(f"aw{i}", f"ar{i} + k0 / {wa}")]
-            x = pick(ldA.unpack(f"aw{i}"), f"k0 % {wa}")
-        L.append(f"    {{ {T} x = {x};")
-        L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"br_{j}") for j in range(TN)]
-        L.append("    }")
-    L.append("  }")
+            L += load_b("k0", "r", "    ")
+        if ta:
+            for q in range(TM // wa):
+                L += ["    " + x for x in ldA(f"awr{q}", f"ar{q} + k0 * Mw")]
+        for i in range(TM):
+            if ta:
+                x = ldA.unpack(f"awr{i // wa}")[i % wa]
+            else:
+                L += ["    " + x for x in ldA(f"aw{i}", f"ar{i} + k0 / {wa}")]
+                x = pick(ldA.unpack(f"aw{i}"), f"k0 % {wa}")
+            L.append(f"    {{ {T} x = {x};")
+            L += ["      " + _mad(T, f"acc_{i}_{j}", "x", f"br_{j}") for j in range(TN)]
+            L.append("    }")
+        L.append("  }")
     if tb and ilv:
         L += _unweave(T, TM, TN, S)
     # column-vector (bias) loads once per column, clamped into the row like B's loads
@@ -1045,8 +1069,9 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
         ws = _width(t.tn, math.gcd(N, t.tn), T, ctx.dev) if WIDE_STORES and not swap else 1
         tex = _texel_operands(ctx.dev, T, t, a, b)
         ilv = interleave(tb, ctx.dev.subgroup_size, t.tn, K, dt.itemsize(node.dtype)) and INTERLEAVE
+        chunk = ctx.dev.subgroup_size * (1 if ta else t.wa)
         body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws,
-                                       tex is not None, ilv, swap)
+                                       tex is not None, ilv, swap, TAIL_CHUNK and K % chunk != 0)
         texels = (None, *(tex or (None, None)), *epi_fmts)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
