@@ -159,7 +159,7 @@ class KernelCache:
         one SPIR-V module then serves every value, one pipeline per set of values."""
         texels = tuple(texels) + (None,) * (n_tensors - len(texels)) if any(
             f is not None for f in texels) else ()
-        hoist = self.dev.is_cpu and HOIST_META
+        hoist = HOIST_MIN if self.dev.is_cpu and HOIST_META else 0
         # keyed by the generated body: the rewrite below runs once per kernel, not per
         # lookup (an eager operator looks its kernels up at every call)
         h = hashlib.sha256((body + repr((local_size, texels, spec, hoist))).encode()).hexdigest()
