@@ -542,9 +542,12 @@ def _unweave(T: str, TM: int, TN: int, S: int) -> list[str]:
          for J in range(TN)]
     for i in range(TM):
         for J in range(TN):
-            x = f"subgroupShuffle(acc_{i}_{TN - 1}, uw_l{J})"
+            # every shuffle by every lane, then the pick: a shuffle inside ?: runs only
+            # where its side is taken, and a lane cannot read one that did not run it
+            L += [f"  {T} uw_{i}_{J}_{sl} = subgroupShuffle(acc_{i}_{sl}, uw_l{J});" for sl in range(TN)]
+            x = f"uw_{i}_{J}_{TN - 1}"
             for sl in range(TN - 2, -1, -1):
-                x = f"(uw_s{J} == {sl} ? subgroupShuffle(acc_{i}_{sl}, uw_l{J}) : {x})"
+                x = f"(uw_s{J} == {sl} ? uw_{i}_{J}_{sl} : {x})"
             L.append(f"  {T} uw_{i}_{J} = {x};")
         L += [f"  acc_{i}_{J} = uw_{i}_{J};" for J in range(TN)]
     return L
@@ -1040,7 +1043,11 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
                          f"{MAX_BATCH_RANK} (shapes {a.shape} @ {b.shape})")
     T = dt.glsl_type(node.dtype)
     t, prefetch = select_tiling(ctx.dev, node.dtype, M, N, K, nbatch, ta, tb)
-    swap = t.strategy == "subgroup" and swap_small_n(ctx.dev.subgroup_size, M, N)
+    # the subgroup kernel's CPU-tuned variants (swap, interleave, tail) on CPU devices
+    # only: on a GPU it runs only for a forced tiling, and a swapped A^T chunk of S * wa
+    # k unrolled past what the H200's compiler builds
+    cpu = ctx.dev.is_cpu
+    swap = cpu and t.strategy == "subgroup" and swap_small_n(ctx.dev.subgroup_size, M, N)
     if swap:     # C^T = B^T A^T: the operands trade places and transposition flags
         a, b, ta, tb, M, N, sa, sb = b, a, not tb, not ta, N, M, sb, sa
         t, prefetch = select_tiling(ctx.dev, node.dtype, M, N, K, nbatch, ta, tb)
@@ -1068,10 +1075,10 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
             t = replace(t, wb=_width(8, math.gcd(K, ctx.dev.subgroup_size), T, ctx.dev))
         ws = _width(t.tn, math.gcd(N, t.tn), T, ctx.dev) if WIDE_STORES and not swap else 1
         tex = _texel_operands(ctx.dev, T, t, a, b)
-        ilv = interleave(tb, ctx.dev.subgroup_size, t.tn, K, dt.itemsize(node.dtype)) and INTERLEAVE
+        ilv = cpu and interleave(tb, ctx.dev.subgroup_size, t.tn, K, dt.itemsize(node.dtype)) and INTERLEAVE
         chunk = ctx.dev.subgroup_size * (1 if ta else t.wa)
         body, local = _subgroup_source(t, T, len(shp), ctx.dev.subgroup_size, ta, tb, epi, ws,
-                                       tex is not None, ilv, swap, TAIL_CHUNK and K % chunk != 0)
+                                       tex is not None, ilv, swap, cpu and TAIL_CHUNK and K % chunk != 0)
         texels = (None, *(tex or (None, None)), *epi_fmts)
         tile_m, tile_n = t.tm, ctx.dev.subgroup_size * t.tn
     tiles_m, tiles_n = -(-M // tile_m), -(-N // tile_n)
