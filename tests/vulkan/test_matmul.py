@@ -525,6 +525,18 @@ def test_one_module_serves_every_tiling(monkeypatch):
         mm.set_tiling(None)
 
 
+def _with_and_without(monkeypatch, flag: str, f, args):
+    """Results and kernel sources of vkml.jit(f)(*args) with mm.<flag> on and off."""
+    import vkml
+    got, srcs = {}, {}
+    for on in (True, False):
+        monkeypatch.setattr(mm, flag, on)
+        jf = vkml.jit(f)
+        got[on] = np.asarray(jf(*args))
+        srcs[on] = [d.kernel.source for d in jf._entry(tuple(args))[0][0].lowered.dispatches]
+    return got, srcs
+
+
 @pytest.mark.parametrize("shapes", [((40, 256), (256, 200)), ((3, 2, 33, 128), (2, 128, 72)),
                                     ((64, 1024), (1024, 24)), ((5, 256), (256, 9))],
                          ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
@@ -550,20 +562,14 @@ def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub, monkeypatch):
     args = [vnp.asarray(v) for v in (a, bt, bias, mask)]
     mm.set_tiling(TILINGS[sub])
     try:
-        got = {}
-        for on in (True, False):
-            monkeypatch.setattr(mm, "INTERLEAVE", on)
-            jf = vkml.jit(f)
-            got[on] = np.asarray(jf(*args))
-            srcs = [d.kernel.source for d in jf._entry(tuple(args))[0][0].lowered.dispatches]
-            if on:
-                from vkml.vulkan import runtime
-                dev = runtime.get().dev
-                t = mm.choose_tiling(dev, np.float32, sa[-2], sb[-1], sa[-1])
-                expect = dev.is_cpu and mm.interleave(True, dev.subgroup_size, t.tn, sa[-1], 4)
-                assert any("uw_l0" in s for s in srcs) == expect
-                if sub == "device" and sa == (40, 256):
-                    assert expect == dev.is_cpu
+        got, srcs = _with_and_without(monkeypatch, "INTERLEAVE", f, args)
+        from vkml.vulkan import runtime
+        dev = runtime.get().dev
+        t = mm.choose_tiling(dev, np.float32, sa[-2], sb[-1], sa[-1])
+        expect = dev.is_cpu and mm.interleave(True, dev.subgroup_size, t.tn, sa[-1], 4)
+        assert any("uw_l0" in s for s in srcs[True]) == expect
+        if sub == "device" and sa == (40, 256):
+            assert expect == dev.is_cpu
         np.testing.assert_array_equal(got[True], got[False])
         np.testing.assert_allclose(got[True], want, rtol=0, atol=64 * EPS32 * np.sqrt(sa[-1]) * 4)
     finally:
@@ -595,15 +601,11 @@ def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monk
     p = np.matmul(a.astype(np.float64), b.astype(np.float64))
     want = {"none": p, "bias": np.maximum(p + bias, 0.0), "leaf": leaf - 0.5 * p, "rows": p * rows}[epi]
     args = [vnp.asarray(v) for v in (at, bt, bias, leaf, rows)]
-    got = {}
+    dev = runtime.get().dev
+    expect = dev.is_cpu and mm.swap_small_n(dev.subgroup_size, sa[-2], sb[-1])
+    got, srcs = _with_and_without(monkeypatch, "SWAP", f, args)
     for on in (True, False):
-        monkeypatch.setattr(mm, "SWAP", on)
-        jf = vkml.jit(f)
-        got[on] = np.asarray(jf(*args))
-        srcs = [d.kernel.source for d in jf._entry(tuple(args))[0][0].lowered.dispatches]
-        dev = runtime.get().dev
-        swapped = any("* M + row0" in s for s in srcs)
-        assert swapped == (on and dev.is_cpu and mm.swap_small_n(dev.subgroup_size, sa[-2], sb[-1]))
+        assert any("* M + row0" in s for s in srcs[on]) == (on and expect)
     np.testing.assert_array_equal(got[True], got[False])
     np.testing.assert_allclose(got[True], want, rtol=1e-5, atol=64 * EPS32 * np.sqrt(sa[-1]))
 
@@ -624,10 +626,7 @@ def test_k_past_the_last_whole_chunk_is_one_masked_chunk(which, k, monkeypatch):
     f = lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y)
     with np.errstate(invalid="ignore"):
         want = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    got = {}
-    for on in (True, False):
-        monkeypatch.setattr(mm, "TAIL_CHUNK", on)
-        got[on] = np.asarray(vkml.jit(f)(vnp.asarray(at), vnp.asarray(bt)))
+    got, _ = _with_and_without(monkeypatch, "TAIL_CHUNK", f, [vnp.asarray(at), vnp.asarray(bt)])
     for g in got.values():
         np.testing.assert_array_equal(np.isnan(g), np.isnan(want))
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=64 * EPS32 * np.sqrt(k), equal_nan=True)
