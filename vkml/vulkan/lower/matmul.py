@@ -89,7 +89,8 @@ def cpu_tiling(S: int) -> Tiling:
     """The CPU tiling for subgroups of S lanes: CPU_TILING's at 8 lanes; wider subgroups
     (lavapipe with 512-bit vectors, `device.lavapipe_vectors`) take as many fewer rows and
     k per lane, so that a chunk of k keeps its S * wa = 16 values and its tm * 16 * tn
-    vector multiply-adds of unrolled code. At 16 lanes on the Zen 5 VM (bench/tools/_sw.py):
+    vector multiply-adds of unrolled code. At 16 lanes on the Zen 5 VM (forced tilings, as
+    `python bench/tools/prof_kernels.py sgsweep` does):
     1024^3 32x8 wa=1 140 GFLOP/s, wa=2 143, 64x8 112; 256x64x256 32x8 wa=1 247 us, wa=2 302.
 
     >>> cpu_tiling(16)
@@ -570,9 +571,9 @@ def swap_small_n(S: int, M: int, N: int) -> bool:
 def interleave(tb: bool, S: int, tn: int, K: int, itemsize: int) -> bool:
     """Whether a B^T product interleaves its columns over the lanes (`_subgroup_source`):
     when one lane's tn rows of B^T put the lanes' loads a multiple of 4096 bytes apart.
-    lavapipe, 256x256x256 with B^T on one core (bench/tools/lvp_bt_sets.py): 0.617 -> 0.535 ns
-    per multiply-add vector,
-    against 0.515 for B untransposed (K = 264, no conflict: both 0.572)."""
+    lavapipe, 256x256x256 with B^T on one core (bench/tools/lvp_bt_sets.py): 0.617 -> 0.535
+    ns per multiply-add vector, against 0.515 for B untransposed (K = 264, no conflict:
+    both 0.572)."""
     return tb and S > 1 and tn > 1 and (tn * K * itemsize) % 4096 == 0
 
 
