@@ -402,8 +402,13 @@ def arange_leaf(node) -> tuple | None:
     expression of the element's index, not as a load: on lavapipe an integer load is a
     per-lane loop (the cross-entropy's one-hot gradient read the class indices ten times
     per element: its kernel 120 -> 99 us in `Jitted.profile` of the small MLP step)."""
-    a = getattr(node, "attrs", {}).get("arange") if node.op is OpKind.Const else None
+    a = node.attrs.get("arange") if node.op is OpKind.Const else None
     return tuple(a) if a is not None else None
+
+
+def progression(a: tuple, idx: str) -> str:
+    """GLSL of the value at element index idx of the progression a = (start, step)."""
+    return f"({a[0]} + {a[1]} * ({idx}))"
 
 
 def _signature(reg) -> tuple:
@@ -457,7 +462,7 @@ def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx
 
     def fetch(li: int, idx: str) -> str:
         if ar[li] is not None:
-            return f"({ar[li][0]} + {ar[li][1]} * ({idx}))"
+            return progression(ar[li], idx)
         return f"texelFetch(x{li}, {idx}).x" if tex[li] else f"x{li}[{idx}]"
     if math:
         src.append(math_lib("double" if uses_double(reg) else "float"))

@@ -44,7 +44,7 @@ from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
 from ..kernels import binding, texel_binding
-from .elementwise import math_lib, texel_format
+from .elementwise import math_lib, progression, texel_format
 from .fill import fill_view
 
 ROW_MIN = 64          # GPU: inner reductions at least this long get a workgroup per output
@@ -456,24 +456,24 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
         # per load: its base over the kept digits once, its address over the reduced
         # digits per element (no division in the loop)
         args = []
-        ar = pro[5] if len(pro) > 5 else ()
+        ar = pro[5]
         for j, (l, m) in enumerate(pro[4]):
             t = pro[3][l]
             L.append(f"  int b{j} = meta[{pos}] + {_offset('k', pos + 1, K)};")
             addr = f"b{j} + {_offset('c', pos + 1 + K, Q)}"
             pos += 1 + K + Q
-            a = ar[l] if l < len(ar) else None
+            a = ar[l]
             if a is not None:    # an integer progression: computed from the index, not loaded
                 if vec == 1 or m == "s":
-                    load_lines.append(f"int w{j} = {a[0]} + {a[1]} * ({addr});")
+                    load_lines.append(f"int w{j} = {progression(a, addr)};")
                     args.append([f"w{j}"] * (1 if vec == 1 else 4))
                 elif m == "v" and wide[l]:
-                    load_lines.append(f"int w{j} = {a[0]} + {a[1]} * 4 * ({addr});")
+                    load_lines.append(f"int w{j} = {progression(a, f'4 * ({addr})')};")
                     args.append([f"(w{j} + {a[1] * c})" for c in range(4)])
                 else:
                     L.append(f"  int q{j} = meta[{pos}];")
                     pos += 1
-                    load_lines.append(f"int w{j} = {a[0]} + {a[1]} * ({addr});")
+                    load_lines.append(f"int w{j} = {progression(a, addr)};")
                     args.append([f"(w{j} + {a[1]} * {c} * q{j})" for c in range(4)])
                 continue
             if vec == 1:
