@@ -314,14 +314,15 @@ class Lowering:
     def __init__(self, c: Compiled):
         self.graph = c.exec_graph
         self.op_count = c.exec_graph.op_count()
-        self.kernel_count = len(c.lowered.dispatches)
+        self.kernel_count = c.lowered.kernel_count
+        self.dispatch_count = len(c.lowered.dispatches)
         self.peak_bytes = c.plan.peak_bytes
         self.arena_bytes = c.plan.arena_bytes
         from .vulkan.executor import barriers_before
         self.barrier_count = sum(barriers_before(c.lowered.dispatches))
 
     def __repr__(self):
-        return (f"Lowering(ops={self.op_count}, kernels={self.kernel_count}, "
+        return (f"Lowering(ops={self.op_count}, kernels={self.kernel_count}, dispatches={self.dispatch_count}, "
                 f"barriers={self.barrier_count}, peak_bytes={self.peak_bytes})")
 
 

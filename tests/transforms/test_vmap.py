@@ -254,7 +254,7 @@ def test_no_python_loop_graph_size_is_independent_of_batch():
     counts = []
     for n in (2, 40):
         vmap(vkml.grad(f), (None, 0))(w, vnp.asarray(a(n, 3)))
-        counts.append(runtime.get().executor.last_dispatch_count)
+        counts.append(runtime.get().executor.last_kernel_count)
     assert counts[0] == counts[1]
 
 
@@ -363,7 +363,7 @@ def test_jacobian_dispatches_independent_of_dimension(jac):
     for n in (32, 64):     # both past fusion.SMALL_REDUCE, so fused alike on a CPU device
         f, x = _vec_f(n), vnp.asarray(np.random.default_rng(1).normal(size=n))
         J = np.asarray(jac(f)(x))
-        counts.append(runtime.get().executor.last_dispatch_count)
+        counts.append(runtime.get().executor.last_kernel_count)
         # against a loop of vjp rows (reverse) computed one at a time
         _, back = vkml.vjp(f, x)
         rows = np.stack([np.asarray(back(vnp.asarray(np.eye(n)[i]))[0]) for i in range(0, n, 7)])

@@ -7,7 +7,7 @@ import gc
 
 import numpy as np
 
-from vkml.vulkan import fusion
+from vkml.vulkan import fusion, merge
 import pytest
 
 import vkml
@@ -141,8 +141,9 @@ def test_diamond_dependency():
 
 
 def test_many_independent_ops():
-    """One kernel per node here (fusion would merge the ops under test)."""
-    with fusion.disabled():
+    """One kernel per node here (fusion would merge the ops under test) and one dispatch
+    per kernel (`merge` would)."""
+    with fusion.disabled(), merge.disabled():
         x = _input((4, 5), np.int32, 0)
         branches = [Node(OpKind.Add, (x, Node(OpKind.Full, (), {"shape": (), "dtype": np.dtype(np.int32),
                                                                "value": i})), {}) for i in range(24)]

@@ -113,6 +113,11 @@ class Device:
         self.max_texels = int(lim.maxTexelBufferElements)
         self.max_push_constants = int(lim.maxPushConstantsSize)
         self.timestamp_period = float(lim.timestampPeriod)
+        # per-kernel descriptor limits (lavapipe: 32 storage buffers): how many tensors
+        # one merged dispatch may bind (`merge`)
+        self.max_storage_buffers = int(lim.maxPerStageDescriptorStorageBuffers)
+        self.max_sampled = int(lim.maxPerStageDescriptorSampledImages)
+        self.max_resources = int(lim.maxPerStageResources)
         sub = vk.VkPhysicalDeviceSubgroupProperties()
         p2 = vk.VkPhysicalDeviceProperties2(pNext=sub)
         vk.vkGetPhysicalDeviceProperties2(self.physical, p2)

@@ -22,7 +22,7 @@ import numpy as np
 from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind, SPECS
-from . import fusion
+from . import fusion, merge
 from .kernels import Kernel
 from .lower import elementwise
 from .memory import ALIGN, Buffer
@@ -76,7 +76,9 @@ class LowerCtx:
 
     def kernel(self, name: str, body: str, n_tensors: int, local_size: int = 256,
                texels: tuple = (), spec: tuple = ()) -> Kernel:
-        return self.kernels.get(name, body, n_tensors, local_size, texels, spec)
+        # compiled once `lower_graph` knows which kernels `merge` leaves standing
+        return self.kernels.get(name, body, n_tensors, local_size, texels, spec,
+                                build=not merge.active(self.dev))
 
     def dispatch(self, kernel: Kernel, meta: Sequence[int], views: Sequence[View],
                  writes: Sequence[int] = (0,), groups: int | None = None, threads: int | None = None):
@@ -182,8 +184,11 @@ def plan(graph: Graph, groups: list | None = None) -> Plan:
 class Lowered:
     """A graph lowered onto concrete buffers: the dispatches and where each output lives."""
 
-    def __init__(self, plan: Plan, dispatches: list, outputs: list, arena: Buffer | None, held: list):
+    def __init__(self, plan: Plan, dispatches: list, outputs: list, arena: Buffer | None, held: list,
+                 kernel_count: int | None = None):
         self.plan, self.dispatches, self.outputs, self.arena, self.held = plan, dispatches, outputs, arena, held
+        # kernels after fusion, before `merge` ran independent ones as one dispatch
+        self.kernel_count = len(dispatches) if kernel_count is None else kernel_count
 
 
 def _lower_group(g, views: dict, out: View, ctx: LowerCtx) -> None:
@@ -286,7 +291,10 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
         _lower_group(g, views, v, ctx)
         dispatches.extend(ctx.dispatches)
     outs = [results[o.id] if o.id in results else held[o.id] for o in graph.outputs]
-    return Lowered(p, dispatches, outs, arena, list(held.values()))
+    n_kernels = len(dispatches)
+    dispatches = [d if d.kernel.built else Dispatch(rt.kernels.build(d.kernel), d.meta, d.views, d.writes, d.groups)
+                  for d in merge.merge(rt, dispatches)]
+    return Lowered(p, dispatches, outs, arena, list(held.values()), n_kernels)
 
 
 def _check(result: int, what: str) -> None:
@@ -524,12 +532,14 @@ class Executor:
         self.rt = rt
         self.last_plan: Plan | None = None
         self.last_dispatch_count = 0
+        self.last_kernel_count = 0      # before `merge`
 
     def run(self, graph: Graph, inputs: Sequence[Buffer]) -> list[Buffer]:
         """Execute graph with the given input buffers; returns one Buffer per output."""
         low = lower_graph(self.rt, graph, inputs)
         self.last_plan = low.plan
         self.last_dispatch_count = len(low.dispatches)
+        self.last_kernel_count = low.kernel_count
         if low.dispatches:
             Recording(self.rt, low.dispatches).submit()
         return low.outputs

@@ -74,6 +74,12 @@ class Kernel:
     set_layout: object
     texels: tuple = ()    # per tensor binding: the VkFormat of its texel view, or None
     spec: tuple = ()      # specialisation constant values, by constant_id (0: local size)
+    body: str = ""        # the generated body (after COMMON) it was made from
+
+    @property
+    def built(self) -> bool:
+        """Whether the pipeline exists (a deferred kernel: `KernelCache.get(build=False)`)."""
+        return self.pipeline is not None
 
 
 # VkFormat of a float32 texel holding w elements (a w = 8 load is two 4-element texels)
@@ -151,12 +157,15 @@ class KernelCache:
         return self._layouts[key]
 
     def get(self, name: str, body: str, n_tensors: int, local_size: int = 256,
-            texels: tuple = (), spec: tuple = ()) -> Kernel:
+            texels: tuple = (), spec: tuple = (), build: bool = True) -> Kernel:
         """The kernel for COMMON + body (body declares bindings 1..n_tensors and main);
         texels: per tensor binding, the VkFormat of a texel binding or None (storage).
         spec: int specialisation constants by constant_id: a kernel given them takes its
         workgroup size from constant 0 (= local_size) and its own from ids 1, 2, ...;
-        one SPIR-V module then serves every value, one pipeline per set of values."""
+        one SPIR-V module then serves every value, one pipeline per set of values.
+        build=False: a kernel not compiled yet, unless it already is (`build` compiles it
+        later): lowering defers them on CPU devices, where `merge` may replace several
+        with one, so that those are never compiled."""
         texels = tuple(texels) + (None,) * (n_tensors - len(texels)) if any(
             f is not None for f in texels) else ()
         hoist = HOIST_MIN if self.dev.is_cpu and HOIST_META else 0
@@ -166,10 +175,13 @@ class KernelCache:
         k = self._kernels.get(h)
         if k is not None:
             return k
+        if not build:
+            return Kernel(name, "", n_tensors, local_size, None, None, None, texels, spec, body)
         with self.lock:
             k = self._kernels.get(h)
             if k is not None:
                 return k
+            raw = body
             if hoist:
                 body = hoist_meta(body)
             if spec:
@@ -205,9 +217,13 @@ class KernelCache:
                 if spec:
                     del info, data
                 vk.vkDestroyShaderModule(d, sm, None)
-            k = Kernel(name, source, n_tensors, local_size, pipe, pl, dsl, texels, spec)
+            k = Kernel(name, source, n_tensors, local_size, pipe, pl, dsl, texels, spec, raw)
             self._kernels[h] = k
             return k
+
+    def build(self, k: Kernel) -> Kernel:
+        """k compiled (k itself if it is)."""
+        return k if k.built else self.get(k.name, k.body, k.n_tensors, k.local_size, k.texels, k.spec)
 
     def __len__(self) -> int:
         return len(self._kernels)

@@ -1,0 +1,162 @@
+"""Horizontal fusion (`vkml.vulkan.merge`): independent dispatches run as one on CPU
+devices, with the same bits as apart."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+import numpy as np
+import pytest
+
+import vkml
+import vkml.numpy as vnp
+from vkml import optim
+from vkml.vulkan import merge, runtime
+from vkml.vulkan.executor import barriers_before
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository, for bench
+from bench.workloads import vkml_mlp_step  # noqa: E402
+
+CPU = runtime.get().dev.is_cpu
+rng = np.random.default_rng(0)
+
+
+def _f32(*shape):
+    return vnp.asarray(rng.standard_normal(shape).astype(np.float32))
+
+
+def _both(fn, *args):
+    """(merged outputs, separate outputs, merged Lowering, separate Lowering), each from a
+    jit of its own (kernels are cached by body, so the two never share a merged one)."""
+    failures = len(merge.failures)
+    jm = vkml.jit(fn)
+    got = jm(*args)
+    with merge.disabled():
+        js = vkml.jit(fn)
+        want = js(*args)
+        lo_s = js.lower(*args)
+    assert len(merge.failures) == failures, merge.failures[failures:][0][-3000:]
+    return got, want, jm.lower(*args), lo_s
+
+
+def _same_bits(got, want):
+    for g, w in zip(vkml.tree_util.tree_leaves(got), vkml.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_global_names_of_a_body():
+    body = ("#extension GL_KHR_shader_subgroup_shuffle : enable\n"
+            "layout(std430, set = 0, binding = 1) buffer B1_o { float o[]; };\n"
+            "layout(set = 0, binding = 2) uniform samplerBuffer x;\n"
+            "const float K = 2.0;\nfloat f(float x) { return x * K; }\nvec4 f(vec4 v) { return v; }\n"
+            "shared float sh[64];\nvoid main() { float t = texelFetch(x, 0).x; o[0] = f(t); }\n")
+    assert merge.global_names(merge._COMMENT.sub("", body)) == {"B1_o", "o", "x", "K", "f", "sh", "main"}
+
+
+def test_active_on_cpu_devices_only():
+    assert merge.active(NS(is_cpu=True)) and not merge.active(NS(is_cpu=False))
+    with merge.disabled():
+        assert not merge.active(NS(is_cpu=True))
+
+
+def test_mlp_step_merges_and_keeps_its_bits():
+    """The bench's small training step: per layer the weight gradient, the input gradient
+    and the bias sum run as one dispatch (15 kernels in 9 on the 2-core CI VM)."""
+    p = [(_f32(a, b) / np.sqrt(a), _f32(b)) for a, b in ((64, 256), (256, 256), (256, 10))]
+    x, y = _f32(256, 64), vnp.asarray(rng.integers(0, 10, 256).astype(np.int32))
+    opt = optim.sgd(0.01)
+    failures = len(merge.failures)
+    jm = vkml_mlp_step(opt, donate=False)
+    got = jm(p, opt.init(p), x, y)
+    with merge.disabled():
+        js = vkml_mlp_step(opt, donate=False)
+        want = js(p, opt.init(p), x, y)
+    assert len(merge.failures) == failures
+    _same_bits(got, want)
+    lo = jm.lower(p, opt.init(p), x, y)
+    assert lo.kernel_count == js.lower(p, opt.init(p), x, y).dispatch_count
+    if CPU:
+        assert lo.dispatch_count < lo.kernel_count, lo
+        names = [d.kernel.name for d in jm._entry((p, opt.init(p), x, y))[0][0].lowered.dispatches]
+        assert any(n.count("MatMul") == 2 for n in names), names
+
+
+@pytest.mark.parametrize("n", [3, 40, 1000])
+def test_mixed_workgroup_sizes_and_operand_kinds(n):
+    """A matmul (subgroup workgroups), column and row sums (workgroups of 64, split), an
+    elementwise region (256) and a scan, all independent: NumPy's values, and the same bits
+    merged and apart."""
+    a, b, c, d = _f32(n, 48), _f32(48, 33), _f32(n, 7), _f32(n)
+
+    def fn(a, b, c, d):
+        return (a @ b, vnp.sum(c, 0), vnp.sum(a, 1), vnp.tanh(d) * 2.0 + 1.0, vnp.cumsum(d),
+                vnp.max(c, 1))
+    got, want, lo_m, lo_s = _both(fn, a, b, c, d)
+    _same_bits(got, want)
+    A, B, C, D = (np.asarray(v, np.float64) for v in (a, b, c, d))
+    for g, w in zip(got, (A @ B, C.sum(0), A.sum(1), np.tanh(D) * 2 + 1, np.cumsum(D), C.max(1))):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=2e-5, atol=2e-4)
+    assert lo_m.kernel_count == lo_s.kernel_count
+    if CPU:
+        assert lo_m.dispatch_count < lo_s.dispatch_count, (lo_m, lo_s)
+
+
+def test_parts_with_shared_memory_keep_their_workgroups():
+    """LogSoftmax reduces its row through shared memory: beside a subgroup MatMul it is
+    not split into the MatMul's workgroups (it stays a dispatch of its own), and the
+    values are right."""
+    x, a = _f32(6, 300), _f32(40, 40)
+    got, want, lo_m, _ = _both(lambda x, a: (vkml.nn.functional.log_softmax(x, axis=1), a @ a), x, a)
+    _same_bits(got, want)
+    X = np.asarray(x, np.float64)
+    ref = X - X.max(1, keepdims=True)
+    ref = ref - np.log(np.exp(ref).sum(1, keepdims=True))
+    np.testing.assert_allclose(np.asarray(got[0]), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_many_independent_kernels_stay_within_the_descriptor_limits():
+    """60 independent sums of 60 inputs: more tensors than one kernel may bind on lavapipe
+    (32 storage buffers), so several merged dispatches, each within the limits."""
+    xs = [_f32(100, 9) for _ in range(60)]
+    got, want, lo_m, lo_s = _both(lambda *xs: [vnp.sum(v * v, 0) for v in xs], *xs)
+    _same_bits(got, want)
+    for g, v in zip(got, xs):
+        np.testing.assert_allclose(np.asarray(g), (np.asarray(v, np.float64) ** 2).sum(0), rtol=1e-5)
+    dev = runtime.get().dev
+    for ds in vkml.jit(lambda *xs: [vnp.sum(v * v, 0) for v in xs])._entry(tuple(xs))[0][0].lowered.dispatches:
+        storage = 1 + sum(1 for f in (ds.kernel.texels or (None,) * ds.kernel.n_tensors) if f is None)
+        assert storage <= dev.max_storage_buffers
+    if CPU:
+        assert 1 < lo_m.dispatch_count < lo_s.dispatch_count, (lo_m, lo_s)
+
+
+def test_merged_dispatches_keep_every_barrier():
+    """Two chains (each op reads the last): dispatches merge only between barriers, so
+    every barrier stays."""
+    x, y = _f32(500), _f32(500)
+
+    def fn(x, y):
+        for _ in range(3):
+            x, y = vnp.sum(x) * x + 1.0, vnp.sum(y) * y - 1.0
+        return x, y
+    got, want, lo_m, lo_s = _both(fn, x, y)
+    _same_bits(got, want)
+    assert lo_m.barrier_count == lo_s.barrier_count and lo_m.dispatch_count <= lo_s.dispatch_count
+
+
+def test_hazard_runs_are_what_barriers_say():
+    """merge groups exactly the runs between barriers: no merged dispatch holds two parts
+    where one reads what another writes."""
+    x = _f32(64, 64)
+    jf = vkml.jit(lambda x: (x @ x, vnp.sum(x, 0), (x @ x) @ x, vnp.sum(x @ x, 1)))
+    ref = np.asarray(x, np.float64)
+    out = jf(x)
+    np.testing.assert_allclose(np.asarray(out[2]), ref @ ref @ ref, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(out[3]), (ref @ ref).sum(1), rtol=1e-4, atol=1e-3)
+    ds = jf._entry((x,))[0][0].lowered.dispatches
+    for d in ds:
+        reads = {(v.region, v.offset) for i, v in enumerate(d.views) if i not in d.writes}
+        writes = {(d.views[i].region, d.views[i].offset) for i in d.writes}
+        assert not (reads & writes), d.kernel.name
+    assert sum(barriers_before(ds)) >= 1

@@ -1,0 +1,325 @@
+"""Horizontal fusion on CPU devices: dispatches that need no barrier between them, run as
+one dispatch of one generated kernel.
+
+lavapipe runs the dispatches of a command buffer one after another and wakes its worker
+threads for each: about 14 us per dispatch on the 2-core CI VM beyond the kernel itself
+(`bench/tools/lvp_dispatch.py`: 18 us each with worker threads, 4 us on the queue thread
+alone). A training step's backward pass has, per layer, a weight gradient, an input
+gradient and a bias sum that only read what the layer before produced; as one dispatch
+they also share the workers, where a one-workgroup sum left a core idle. A GPU overlaps
+such dispatches anyway (no barrier between them), so only CPU devices merge.
+
+A merged kernel holds each part's body with its global names prefixed (`h<p>_`), its
+bindings renumbered after the previous parts' and its meta reads offset into the
+concatenated meta; main() picks the part by workgroup index. The workgroup size is the
+smallest of the parts'; a part with a larger one runs each of its workgroups as several
+(its invocation index rebuilt from them), which is exact for kernels whose invocations
+meet only through subgroup operations: a part that uses shared memory, barriers or
+subgroup ids keeps its own size or stays a dispatch of its own. Every literal meta
+read is done first thing in main(), where lavapipe loads a uniform value once
+(`kernels.hoist_meta`).
+
+Only dispatches touching at most MAX_BYTES each are merged: a long kernel does not
+notice 14 us, and keeping it alone keeps its own meta reads where they were.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from .compile import GlslangMissingError
+from .kernels import Kernel
+
+MERGE = True            # tests turn it off to compare
+MAX_BYTES = 8 << 20     # bytes a dispatch's tensors span, at most, to be merged
+TINY = 64 << 10         # ... and where all touch at most this, one workgroup may run them
+failures: list = []     # merged bodies that did not compile (kept unmerged)
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_EXT = re.compile(r"^\s*#extension[^\n]*\n?", re.M)
+_BUFFER = re.compile(r"layout\s*\([^)]*\)\s*(?:\w+\s+)*?buffer\s+(\w+)\s*\{([^}]*)\}\s*;")
+_MEMBER = re.compile(r"(\w+)\s*\[\s*\]\s*;")
+_TEXEL = re.compile(r"uniform\s+\w*samplerBuffer\s+(\w+)\s*;")
+_FUNC = re.compile(r"(\w+)\s*\([^()]*\)\s*\{\}")
+_VAR = re.compile(r"^\s*(?:const\s+|shared\s+|precise\s+)*\w+\s+(\w+)\s*(?:\[[^\]]*\])?\s*(?:=|;|$)")
+_BINDING = re.compile(r"binding\s*=\s*(\d+)")
+# builtins a part cannot use: they would see the merged grid, not the part's
+_GRID = re.compile(r"\b(gl_WorkGroupID|gl_GlobalInvocationID|gl_NumWorkGroups|gl_WorkGroupSize|"
+                   r"gl_LocalInvocationIndex)\b")
+# ... and ones that tie a part to its own workgroup size
+_RIGID = re.compile(r"\b(shared|barrier|memoryBarrierShared|groupMemoryBarrier|gl_SubgroupID|gl_NumSubgroups)\b")
+_SUBGROUP = re.compile(r"\b(subgroup\w+|gl_Subgroup\w+)\b")
+
+
+@dataclass
+class _Part:
+    ds: object            # the Dispatch
+    text: str             # its body without comments and #extension lines
+    exts: list
+    names: set            # global names it declares
+    rigid: bool           # shared memory, barriers or subgroup ids: its own workgroup size only
+    subgroups: bool       # uses subgroup operations
+
+
+def _top_level(text: str) -> str:
+    """text with every brace's contents dropped (declarations at file scope remain)."""
+    out, depth = [], 0
+    for ch in text:
+        if ch == "{":
+            depth += 1
+            if depth == 1:
+                out.append("{")
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                out.append("}")
+        elif depth == 0:
+            out.append(ch)
+    if depth:
+        raise ValueError("unbalanced braces")
+    return "".join(out)
+
+
+def global_names(text: str) -> set[str]:
+    """The names a GLSL body (comments removed) declares at file scope: buffers and their
+    arrays, texel buffers, functions, constants, shared arrays.
+
+    >>> sorted(global_names("layout(std430, set = 0, binding = 1) buffer B1_o { float o[]; };\\n"
+    ...                     "const float K = 2.0;\\nfloat f(float x) { return x * K; }\\nvoid main() { o[0] = f(1.0); }\\n"))
+    ['B1_o', 'K', 'f', 'main', 'o']
+    """
+    names = set()
+    for m in _BUFFER.finditer(text):
+        names.add(m.group(1))
+        names.update(_MEMBER.findall(m.group(2)))
+    rest = _BUFFER.sub(";", text)
+    names.update(_TEXEL.findall(rest))
+    rest = _TEXEL.sub(";", rest)
+    top = _top_level(rest)
+    names.update(_FUNC.findall(top))
+    for stmt in _FUNC.sub(";", top).split(";"):
+        if stmt.strip().startswith("layout"):
+            continue
+        m = _VAR.match(stmt)
+        if m:
+            names.add(m.group(1))
+    return names
+
+
+def _part(ds) -> _Part | None:
+    k: Kernel = ds.kernel
+    if k.spec or not k.body or sum(v.nbytes for v in ds.views) > MAX_BYTES:
+        return None
+    text = _COMMENT.sub("", k.body)
+    exts = [e.strip() for e in _EXT.findall(text)]
+    text = _EXT.sub("", text)
+    if _GRID.search(text):
+        return None
+    try:
+        names = global_names(text)
+    except ValueError:
+        return None
+    if "main" not in names:
+        return None
+    return _Part(ds, text, exts, names, bool(_RIGID.search(text)), bool(_SUBGROUP.search(text)))
+
+
+def _wrap_meta(text: str, base: int, hoisted: dict) -> str:
+    """text with meta[i] read at base + i: a literal i as a global set first thing in
+    main() (hoisted: global name -> merged index), any other inside the brackets."""
+    out, i = [], 0
+    for m in re.finditer(r"\bmeta\s*\[", text):
+        if m.start() < i:
+            continue
+        out.append(text[i:m.start()])
+        depth, j = 1, m.end()
+        while depth:
+            depth += {"[": 1, "]": -1}.get(text[j], 0)
+            j += 1
+        expr = text[m.end():j - 1]
+        if expr.strip().isdigit():
+            name = f"hm{base}_{int(expr)}"
+            hoisted[name] = base + int(expr)
+            out.append(name)
+        else:
+            out.append(f"meta[{base} + ({_wrap_meta(expr, base, hoisted)})]")
+        i = j
+    out.append(text[i:])
+    return "".join(out)
+
+
+def _body(parts: list, L: int, G: int) -> str:
+    """The merged kernel's body: G workgroups of L invocations, each running its share of
+    every part's workgroups (their count, in workgroups of L, a multiple of G) in turn."""
+    exts = []
+    for p in parts:
+        exts += [e for e in p.exts if e not in exts]
+    src = [e + "\n" for e in exts] + ["uint hrel;   // this workgroup's index within its part\n"]
+    hoisted: dict = {}
+    declared: set = set()
+    runs, b0, m0 = [], 0, 0
+    for q, p in enumerate(parts):
+        ds, k = p.ds, p.ds.kernel
+        Q = k.local_size // L
+        pre = f"h{q}_"
+        names = re.compile(r"(?<![.\w])(" + "|".join(sorted(p.names, key=len, reverse=True)) + r")\b")
+        text = names.sub(lambda m: pre + m.group(1), p.text)
+        text = _BINDING.sub(lambda m: f"binding = {int(m.group(1)) + b0}", text)
+        text = _wrap_meta(text, m0, hoisted)
+        text = re.sub(r"(?<![.\w])gidx\(\)", f"{pre}gidx()", text)
+        text = re.sub(r"(?<![.\w])group_id\(\)", f"{pre}group_id()", text)
+        text = re.sub(r"\bgl_LocalInvocationID\b", f"uvec3({pre}lidx(), 0u, 0u)", text)
+        src.append(f"// part {q}: {k.name}, {ds.groups} workgroups of {k.local_size}\n")
+        if Q == 1:
+            src.append(f"uint {pre}group_id() {{ return hrel; }}\n"
+                       f"uint {pre}lidx() {{ return gl_LocalInvocationID.x; }}\n")
+        else:
+            src.append(f"uint {pre}group_id() {{ return hrel / {Q}u; }}\n"
+                       f"uint {pre}lidx() {{ return (hrel % {Q}u) * {L}u + gl_LocalInvocationID.x; }}\n")
+        src.append(f"uint {pre}gidx() {{ return {pre}group_id() * {k.local_size}u + {pre}lidx(); }}\n")
+        src += [f"int {n};\n" for n in hoisted if n not in declared]
+        declared.update(hoisted)
+        src.append(text + "\n")
+        runs.append(ds.groups * Q // G)
+        b0 += k.n_tensors
+        m0 += len(ds.meta)
+    main = ["void main() {"]
+    main += [f"  {n} = meta[{i}];" for n, i in hoisted.items()]
+    main.append("  uint hg = group_id();")
+    for q, r in enumerate(runs):
+        if r == 1:
+            main.append(f"  hrel = hg; h{q}_main();")
+        else:
+            main.append(f"  for (uint i = 0u; i < {r}u; ++i) {{ hrel = hg * {r}u + i; h{q}_main(); }}")
+    main.append("}")
+    return "".join(src) + "\n".join(main) + "\n"
+
+
+def _fits(dev, parts: list) -> bool:
+    storage = 1 + sum(1 for p in parts for i in range(p.ds.kernel.n_tensors)
+                      if not p.ds.kernel.texels or p.ds.kernel.texels[i] is None)
+    texel = sum(p.ds.kernel.n_tensors for p in parts) + 1 - storage
+    return (storage <= dev.max_storage_buffers and texel <= dev.max_sampled
+            and storage + texel <= dev.max_resources)
+
+
+def _sets(parts: list, S: int, dev, cores: int) -> list[tuple[list, int, int]]:
+    """Parts in sets that can share a kernel, as (parts, L, G): workgroups of L (the
+    smallest size; every other a multiple of it, rigid parts at L only, and a part split
+    into smaller workgroups only where its subgroups stay whole) and G of them, each
+    running count / G of every part's (count in workgroups of L): G is the smallest count
+    that still gives every core one (`cores`), and a set takes the parts whose count it
+    divides. Every workgroup then does the same work and runs all of it: lavapipe 22.3
+    runs both sides of an if under a lane mask, so a kernel branching to one part per
+    workgroup ran every part's straight-line code in every workgroup (the small MLP step
+    1.6 -> 1.9 ms), and it hands each worker thread one contiguous share of the
+    workgroups. Within the descriptor limits; single parts come back as sets of one."""
+    if len(parts) < 2:
+        return [(parts, 0, 0)] if parts else []
+    L = min(p.ds.kernel.local_size for p in parts)
+    ok, alone = [], []
+    for p in parts:
+        l = p.ds.kernel.local_size
+        split = l != L
+        if l % L or (split and p.rigid) or (split and p.subgroups and L % S):
+            alone.append(([p], 0, 0))
+        else:
+            ok.append((p.ds.groups * (l // L), p))
+    sets = []
+    while ok:
+        counts = sorted({c for c, _ in ok})
+        tiny = all(sum(v.nbytes for v in p.ds.views) <= TINY for _, p in ok)
+        # too little work to spread: fewer workgroups than cores may run it all
+        cands = counts if tiny else [c for c in counts if c >= cores] or counts[-1:]
+        G = max(cands, key=lambda g: (sum(c % g == 0 for c, _ in ok), min(g, cores), g))
+        take = [p for c, p in ok if c % G == 0]
+        ok = [(c, p) for c, p in ok if c % G]
+        if len(take) < 2:             # no two parts share a count: each alone
+            sets += [([p], 0, 0) for p in take] + [([p], 0, 0) for _, p in ok]
+            break
+        cur = []
+        for p in take:
+            if cur and not _fits(dev, cur + [p]):
+                sets.append((cur, L, G))
+                cur = []
+            cur.append(p)
+        sets.append((cur, L, G))
+    return sets + alone
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Run the enclosed code with every kernel its own dispatch (comparisons, tests).
+
+    >>> with disabled():
+    ...     pass
+    """
+    global MERGE
+    old, MERGE = MERGE, False
+    try:
+        yield
+    finally:
+        MERGE = old
+
+
+def active(dev) -> bool:
+    """Whether dispatches on dev are merged (and so their kernels compiled late)."""
+    return MERGE and dev.is_cpu
+
+
+def merge(rt, dispatches: list) -> list:
+    """dispatches with each run that needs no barrier inside merged as far as allowed
+    (CPU devices; the order of the runs, and so every barrier, stays)."""
+    from .executor import Dispatch, barriers_before
+    from .lower.matmul import CPU_CORES as cores
+    dev = rt.dev
+    if not active(dev) or len(dispatches) < 2:
+        return dispatches
+    runs, cur = [], []
+    for ds, hazard in zip(dispatches, barriers_before(dispatches)):
+        if hazard and cur:
+            runs.append(cur)
+            cur = []
+        cur.append(ds)
+    runs.append(cur)
+    out = []
+    for run in runs:
+        parts, keep = [], []
+        for ds in run:
+            p = _part(ds)
+            (parts if p is not None else keep).append(p if p is not None else ds)
+        for s, L, G in _sets(parts, dev.subgroup_size, dev, cores):
+            if len(s) == 1:
+                keep.append(s[0].ds)
+                continue
+            body = _body(s, L, G)
+            n = sum(p.ds.kernel.n_tensors for p in s)
+            texels = ()
+            if any(p.ds.kernel.texels for p in s):
+                texels = tuple(f for p in s for f in (p.ds.kernel.texels or (None,) * p.ds.kernel.n_tensors))
+            names = [p.ds.kernel.name for p in s]
+            name = "+".join(names) if len(names) <= 4 else f"{names[0]}+{len(names) - 1}_more"
+            try:
+                k = rt.kernels.get(name, body, n, L, texels)
+            except GlslangMissingError:
+                raise
+            except RuntimeError:
+                # a body this rewrite does not handle: the parts run as they were (tests
+                # check that none of theirs fail: `failures`)
+                failures.append(body)
+                keep += [p.ds for p in s]
+                continue
+            views, writes, base = [], [], 0
+            for p in s:
+                writes += [base + w for w in p.ds.writes]
+                views += p.ds.views
+                base += len(p.ds.views)
+            meta = np.concatenate([p.ds.meta for p in s]).astype(np.int32)
+            keep.append(Dispatch(k, meta, views, tuple(writes), G))
+        out += keep
+    return out
+
