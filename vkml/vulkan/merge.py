@@ -11,13 +11,20 @@ such dispatches anyway (no barrier between them), so only CPU devices merge.
 
 A merged kernel holds each part's body with its global names prefixed (`h<p>_`), its
 bindings renumbered after the previous parts' and its meta reads offset into the
-concatenated meta; main() picks the part by workgroup index. The workgroup size is the
+concatenated meta. Every workgroup of it runs the same share of every part, one part
+after another (`_sets` says why not one part per workgroup). The workgroup size is the
 smallest of the parts'; a part with a larger one runs each of its workgroups as several
 (its invocation index rebuilt from them), which is exact for kernels whose invocations
 meet only through subgroup operations: a part that uses shared memory, barriers or
 subgroup ids keeps its own size or stays a dispatch of its own. Every literal meta
 read is done first thing in main(), where lavapipe loads a uniform value once
-(`kernels.hoist_meta`).
+(`kernels.hoist_meta`). A merged body that does not compile (a construct this rewrite
+does not know) leaves its parts as they were, recorded in `failures`. The test suite runs merged on lavapipe;
+tests/vulkan/test_merge.py compares merged and unmerged bits.
+
+Only runs the schedule already puts side by side merge: the memory plan reuses ranges
+in schedule order, so moving independent work next to other work would mostly meet a
+range it must wait for.
 
 Only dispatches touching at most MAX_BYTES each are merged: a long kernel does not
 notice 14 us, and keeping it alone keeps its own meta reads where they were.
