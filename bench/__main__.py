@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import gc
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,9 @@ flags.DEFINE_integer("repeats", 100, "timed calls per target and workload at mos
                                     "the budget stops long workloads first, and on a shared VM the "
                                     "best of 20 calls of a millisecond step still varied by 30%)")
 flags.DEFINE_integer("warmup", 2, "untimed calls first (compilation, caches)")
+flags.DEFINE_integer("rounds", 4, "turns the targets of a row take, each timing up to repeats / rounds "
+                                   "calls in budget / rounds seconds (the best of all counts)")
+flags.DEFINE_float("settle", 0.2, "seconds of sleep before each turn")
 flags.DEFINE_float("budget", 3.0, "seconds of calls per target and workload after which timing stops")
 flags.DEFINE_float("size_scale", 0.0, "multiplies the 16M-element sizes (elementwise, copy, sum) and "
                                       "the conv batch; 0: 1 on a CPU device, 4 on a GPU")
@@ -63,35 +67,56 @@ def _first_line(e: Exception) -> str:
 
 def measure(wl: Workload, targets: dict, cache: dict) -> report.Row:
     """Time wl on each target (others' times are shared within wl.group) and check every
-    result against NumPy's."""
+    result against NumPy's. The targets take turns (`--rounds`), each keeping its best:
+    this VM's speed drifts (after the 4096 matmul row both vkml's and JAX's small MLP
+    steps ran 40-60% slower for a while), and timed one after another the first target
+    of a row took the slow stretch alone."""
     row = report.Row(wl.label, flops=wl.flops, nbytes=wl.nbytes)
+    entries, runs = {}, {}
     for name, t in targets.items():
         if not t.available:
             continue
         key = (wl.group, name)
         if name != "vkml" and key in cache:
-            entry = cache[key]
-        else:
-            setup = wl.vkml if name == "vkml" else wl.impls.get(t.kind)
-            if setup is None:
-                continue
+            entries[name] = cache[key]
+            continue
+        setup = wl.vkml if name == "vkml" else wl.impls.get(t.kind)
+        if setup is None:
+            continue
+        try:
+            run = setup(t.module) if name == "vkml" else setup(t)
+            res = _parts(run())
+            if name == "numpy":
+                cache[(wl.group, "ref")] = res
+            ref = cache.get((wl.group, "ref"))
+            err = _error(res, ref) if ref is not None and name != "numpy" else 0.0
+            del res
+            runs[name] = (run, err)
+            entries[name] = (float("inf"), err, 0, None)
+        except Exception as e:   # an operator missing, a backend that cannot compile: n/a
+            entries[name] = (None, 0.0, 0, _first_line(e))
+    rounds = max(FLAGS.rounds, 1)
+    for r in range(rounds):
+        for name, (run, err) in list(runs.items()):
+            # another library's worker threads spin a while after its calls (OpenBLAS
+            # about 0.1 s): they would take cores from the next target's calls
+            time.sleep(FLAGS.settle)
             try:
-                run = setup(t.module) if name == "vkml" else setup(t)
-                res = _parts(run())
-                if name == "numpy":
-                    cache[(wl.group, "ref")] = res
-                ref = cache.get((wl.group, "ref"))
-                err = _error(res, ref) if ref is not None and name != "numpy" else 0.0
-                del res
-                secs, n = best_time(run, FLAGS.repeats, FLAGS.warmup, FLAGS.budget)
-                entry = (secs, err, n, None)
-            except Exception as e:   # an operator missing, a backend that cannot compile: n/a
-                entry = (None, 0.0, 0, _first_line(e))
-            run = None
-            gc.collect()
-            if name != "vkml":
-                cache[key] = entry
-        secs, err, n, failure = entry
+                secs, n = best_time(run, -(-FLAGS.repeats // rounds), FLAGS.warmup if r == 0 else 0,
+                                    FLAGS.budget / rounds)
+                best, _, done, _ = entries[name]
+                entries[name] = (min(best, secs), err, done + n, None)
+            except Exception as e:
+                entries[name] = (None, 0.0, 0, _first_line(e))
+                del runs[name]
+    runs = None
+    gc.collect()
+    for name in targets:
+        if name not in entries:
+            continue
+        if name != "vkml":
+            cache[(wl.group, name)] = entries[name]
+        secs, err, n, failure = entries[name]
         if failure:
             if not failure.startswith("NotImplementedError"):   # not a comparison this row makes
                 row.notes.append(f"{name} n/a: {failure}")
@@ -172,7 +197,7 @@ def main(argv) -> None:
                                     if t.available else f"{t.name} unavailable ({t.missing.splitlines()[0][:80]})"
                                     for t in targets.values() if t.name != "vkml"),
             f"best of up to {FLAGS.repeats} calls after {FLAGS.warmup} warm-up calls, at most "
-            f"{FLAGS.budget:g} s of calls per cell; size_scale {scale:g}; python {sys.version.split()[0]}"]
+            f"{FLAGS.budget:g} s of calls per cell, the targets of a row taking {FLAGS.rounds} turns; size_scale {scale:g}; python {sys.version.split()[0]}"]
     print("\n".join(head), flush=True)
     cache, rows = {}, {}
     for n in names:
