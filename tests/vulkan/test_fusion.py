@@ -528,3 +528,26 @@ def test_an_integer_arange_is_computed_from_the_index(start, stop, step, shape):
     np.testing.assert_array_equal(got[3], (a[::2][None, :] - y[:, None]).max(axis=1))
     srcs = [d.kernel.source for d in jf._entry((vnp.asarray(y),))[0][0].lowered.dispatches]
     assert any(f"({start} + {step} * (" in s for s in srcs), n
+
+
+def test_small_kernels_reading_only_inputs_are_scheduled_first(monkeypatch):
+    """A label count reads only an input: it moves ahead of the product (nothing it waits
+    for); a large kernel reading only inputs keeps its place; the values stay NumPy's."""
+    x = np.random.default_rng(3).standard_normal((40, 40)).astype(np.float32)
+    y = np.arange(40, dtype=np.int32) % 7
+
+    def f(x, y):
+        return vnp.tanh(x @ x).sum() / vnp.sum((y != 3).astype(vnp.float32)), vnp.exp(x) * 2.0
+    g = vkml.make_graph(f, vnp.asarray(x), vnp.asarray(y))
+    groups = fusion.schedule(g)
+    first = groups[0]
+    assert first.node is not None and first.node.op.value == "Sum" and first.out.size == 1, first
+    monkeypatch.setattr(fusion, "EARLY_BYTES", 0)
+    before = fusion.schedule(g)
+    monkeypatch.undo()
+    assert [gr.out for gr in groups] == [first.out] + [gr.out for gr in before if gr.out is not first.out]
+    assert any(gr.out.shape == (40, 40) and gr.node is None for gr in groups[1:])   # exp(x) * 2 stays
+    got = vkml.jit(f)(vnp.asarray(x), vnp.asarray(y))
+    X = x.astype(np.float64)
+    np.testing.assert_allclose(float(got[0]), np.tanh(X @ X).sum() / np.sum(y != 3), rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(got[1]), np.exp(X) * 2, rtol=1e-6)

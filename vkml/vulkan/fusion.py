@@ -567,7 +567,22 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
                 groups.append(Group(n, node=n, reads=ops, operands=ops, transposed=tr))
             else:
                 groups.append(Group(n, node=n, reads=n.inputs))
-    return groups
+    return _inputs_first(groups)
+
+
+EARLY_BYTES = 4096   # the largest output a kernel reading only inputs is moved first with
+
+
+def _inputs_first(groups: list) -> list:
+    """groups with those that read only the graph's inputs and constants and write at most
+    EARLY_BYTES moved to the front. Nothing they read is computed, so no order they had
+    to keep changes; only their small outputs live longer. The count of labels in a
+    cross-entropy then runs beside the first layer instead of after the forward pass, so
+    that a CPU device merges it into that dispatch (`merge`) instead of giving it one."""
+    def early(g) -> bool:
+        return (all(r.op in (OpKind.Input, OpKind.Const) for r in g.reads)
+                and g.out.size * g.out.dtype.itemsize <= EARLY_BYTES)
+    return [g for g in groups if early(g)] + [g for g in groups if not early(g)]
 
 
 def _sole_region(n: Node, cons, kind, member, mat) -> int | None:
