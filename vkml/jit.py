@@ -309,7 +309,15 @@ class Compiled:
 
 
 class Lowering:
-    """What `jitted.lower(*args)` reports about a compiled signature."""
+    """What `jitted.lower(*args)` reports about a compiled signature: ops after
+    simplification, kernels after fusion, dispatches after CPU devices merged
+    independent kernels (`vulkan.merge`), barriers, planned peak bytes.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> lo = vkml.jit(lambda x: (vnp.exp(x).sum(), vnp.tanh(x) * 2.0)).lower(vnp.ones(8))
+    >>> (lo.kernel_count, lo.dispatch_count <= lo.kernel_count)
+    (2, True)
+    """
 
     def __init__(self, c: Compiled):
         self.graph = c.exec_graph
@@ -533,7 +541,8 @@ class Jitted:
         return compiled.profile(leaves)
 
     def lower(self, *args) -> Lowering:
-        """Compile for these arguments (if needed) and report op/kernel counts and peak bytes."""
+        """Compile for these arguments (if needed) and report op, kernel and dispatch counts
+        and peak bytes (`Lowering`)."""
         return Lowering(self._entry(args)[0][0])
 
 
