@@ -218,9 +218,11 @@ def _sets(parts: list, S: int, dev, cores: int) -> list[tuple[list, int, int]]:
     """Parts in sets that can share a kernel, as (parts, L, G): workgroups of L (the
     smallest size; every other a multiple of it, rigid parts at L only, and a part split
     into smaller workgroups only where its subgroups stay whole) and G of them, each
-    running count / G of every part's (count in workgroups of L): G is the smallest count
-    that still gives every core one (`cores`), and a set takes the parts whose count it
-    divides. Every workgroup then does the same work and runs all of it: lavapipe 22.3
+    running count / G of every part's (count in workgroups of L). G is one of the counts,
+    at least `cores` unless every part is tiny (TINY: one workgroup may then run it all),
+    the one that divides the most counts (then the one nearest `cores`, then the
+    largest); a set takes the parts whose count it divides. Every workgroup then does the
+    same work and runs all of it: lavapipe 22.3
     runs both sides of an if under a lane mask, so a kernel branching to one part per
     workgroup ran every part's straight-line code in every workgroup (the small MLP step
     1.6 -> 1.9 ms), and it hands each worker thread one contiguous share of the
