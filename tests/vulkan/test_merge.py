@@ -160,3 +160,53 @@ def test_hazard_runs_are_what_barriers_say():
         writes = {(d.views[i].region, d.views[i].offset) for i in d.writes}
         assert not (reads & writes), d.kernel.name
     assert sum(barriers_before(ds)) >= 1
+
+
+def test_lavapipe_workers(monkeypatch):
+    monkeypatch.setenv("LP_NUM_THREADS", "3")
+    assert merge.lavapipe_workers() == 3
+    monkeypatch.setenv("LP_NUM_THREADS", "64")
+    assert merge.lavapipe_workers() == 16
+    monkeypatch.delenv("LP_NUM_THREADS")
+    monkeypatch.setattr(merge.os, "cpu_count", lambda: 1)
+    assert merge.lavapipe_workers() == 0       # one CPU: no worker threads
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 256), (300, 70, 290)])
+def test_dynamic_dispatch_counts_again_at_every_call(shape):
+    """A product of many tiles runs as one workgroup per lavapipe worker taking tiles from
+    a counter: the recording zeroes it, so the second and third replays compute every
+    tile again (a counter left at its end would skip them all), and the bits equal the
+    static kernel's."""
+    m, k, n = shape
+    a, b = _f32(m, k), _f32(k, n)
+    f = lambda a, b: a @ b
+    jd = vkml.jit(f)
+    with merge.disabled():
+        js = vkml.jit(f)
+        want = np.asarray(js(a, b))
+        (static,) = js._entry((a, b))[0][0].lowered.dispatches
+    np.testing.assert_allclose(want, np.asarray(a, np.float64) @ np.asarray(b, np.float64), rtol=1e-4, atol=1e-3)
+    for _ in range(3):
+        got = np.asarray(jd(a, b))
+        np.testing.assert_array_equal(got, want)
+    (ds,) = jd._entry((a, b))[0][0].lowered.dispatches
+    workers = max(merge.lavapipe_workers(), 1)
+    if CPU and static.groups > workers:
+        assert len(ds.zero) == 1 and ds.groups == workers and "atomicAdd" in ds.kernel.source
+    else:
+        assert not ds.zero and ds.groups == static.groups
+
+
+def test_dynamic_and_static_dispatches_agree_in_a_training_step():
+    """The MLP step with dynamic dispatches on and off: the same bits."""
+    p = [(_f32(a, b) / np.sqrt(a), _f32(b)) for a, b in ((64, 256), (256, 256), (256, 10))]
+    x, y = _f32(256, 64), vnp.asarray(rng.integers(0, 10, 256).astype(np.int32))
+    opt = optim.sgd(0.01)
+    got = vkml_mlp_step(opt, donate=False)(p, opt.init(p), x, y)
+    old, merge.DYNAMIC = merge.DYNAMIC, False
+    try:
+        want = vkml_mlp_step(opt, donate=False)(p, opt.init(p), x, y)
+    finally:
+        merge.DYNAMIC = old
+    _same_bits(got, want)

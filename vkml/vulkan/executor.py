@@ -62,6 +62,7 @@ class Dispatch:
     views: list
     writes: tuple         # indices into views that the kernel writes
     groups: int
+    zero: tuple = ()      # views the recording fills with zeros first (`merge` counters)
 
 
 class LowerCtx:
@@ -239,7 +240,7 @@ def rebind(dispatches: list, binding: dict) -> list:
             if b is not None:
                 v = View(b.block.buffer, b.offset + v.offset, v.nbytes, id(b.block), v.shape, v.dtype)
             views.append(v)
-        out.append(Dispatch(ds.kernel, ds.meta, views, ds.writes, ds.groups))
+        out.append(Dispatch(ds.kernel, ds.meta, views, ds.writes, ds.groups, ds.zero))
     return out
 
 
@@ -292,7 +293,8 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
         dispatches.extend(ctx.dispatches)
     outs = [results[o.id] if o.id in results else held[o.id] for o in graph.outputs]
     n_kernels = len(dispatches)
-    dispatches = [d if d.kernel.built else Dispatch(rt.kernels.build(d.kernel), d.meta, d.views, d.writes, d.groups)
+    dispatches = [d if d.kernel.built else Dispatch(rt.kernels.build(d.kernel), d.meta, d.views, d.writes,
+                                                    d.groups, d.zero)
                   for d in merge.merge(rt, dispatches)]
     return Lowered(p, dispatches, outs, arena, list(held.values()), n_kernels)
 
@@ -450,6 +452,9 @@ class Recording:
                 self.query_pool = vk.vkCreateQueryPool(d, vk.VkQueryPoolCreateInfo(
                     queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=n + 1), None)
                 lib.vkCmdResetQueryPool(cb, self.query_pool, 0, n + 1)
+            for ds in dispatches:     # counters a dispatch counts from zero (`merge`)
+                for v in ds.zero:
+                    lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
             if self.meta_in_cb:
                 region = ffi.new("VkBufferCopy*")
                 region.srcOffset, region.dstOffset, region.size = mh.offset, mb.offset, total * 4

@@ -22,6 +22,15 @@ read is done first thing in main(), where lavapipe loads a uniform value once
 does not know) leaves its parts as they were, recorded in `failures`. The test suite runs merged on lavapipe;
 tests/vulkan/test_merge.py compares merged and unmerged bits.
 
+Dynamic dispatches: lavapipe also splits a dispatch's workgroups into one fixed share per
+worker thread, so on a VM whose vCPUs are time-shared one slowed vCPU stretches every
+dispatch (the small MLP step: best 1.5 ms, but 2.6-2.8 ms in such stretches). A merged or
+single kernel of subgroup-sized workgroups with more units than workers instead runs one
+workgroup per worker, each taking the next unit from an atomic counter that the
+recording zeroes first (`Dispatch.zero`), so a fast core takes more units. Measured
+in a slow stretch, 24 rounds of 40 calls alternating (median of medians): 2.16 against
+2.26 ms; in a quiet one about even (best 1.51 against 1.49 ms).
+
 Only runs the schedule already puts side by side merge: the memory plan reuses ranges
 in schedule order, so moving independent work next to other work would mostly meet a
 range it must wait for.
@@ -32,6 +41,7 @@ notice 14 us, and keeping it alone keeps its own meta reads where they were.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from dataclasses import dataclass
 from typing import Iterator
@@ -159,9 +169,11 @@ def _wrap_meta(text: str, base: int, hoisted: dict) -> str:
     return "".join(out)
 
 
-def _body(parts: list, L: int, G: int) -> str:
-    """The merged kernel's body: G workgroups of L invocations, each running its share of
-    every part's workgroups (their count, in workgroups of L, a multiple of G) in turn."""
+def _body(parts: list, L: int, G: int, counter: int | None = None) -> str:
+    """The merged kernel's body: G units of L invocations, each running its share of every
+    part's workgroups (their count, in workgroups of L, a multiple of G) in turn. A unit
+    is a workgroup, or with counter (the binding of a zeroed counter; L a subgroup) one
+    turn of a few workgroups' loop, each taking the next unit from the counter."""
     exts = []
     for p in parts:
         exts += [e for e in p.exts if e not in exts]
@@ -196,20 +208,30 @@ def _body(parts: list, L: int, G: int) -> str:
         m0 += len(ds.meta)
     main = ["void main() {"]
     main += [f"  {n} = meta[{i}];" for n, i in hoisted.items()]
-    main.append("  uint hg = group_id();")
+    ind = "  "
+    if counter is None:
+        main.append("  uint hg = group_id();")
+    else:
+        src.append(f"layout(std430, set = 0, binding = {counter}) buffer HCount {{ uint hcount[]; }};\n")
+        main += ["  for (;;) {", "    uint hn = 0u;",
+                 "    if (subgroupElect()) hn = atomicAdd(hcount[0], 1u);",
+                 "    uint hg = subgroupMax(hn);", f"    if (hg >= {G}u) break;"]
+        ind = "    "
     for q, r in enumerate(runs):
         if r == 1:
-            main.append(f"  hrel = hg; h{q}_main();")
+            main.append(f"{ind}hrel = hg; h{q}_main();")
         else:
-            main.append(f"  for (uint i = 0u; i < {r}u; ++i) {{ hrel = hg * {r}u + i; h{q}_main(); }}")
+            main.append(f"{ind}for (uint i = 0u; i < {r}u; ++i) {{ hrel = hg * {r}u + i; h{q}_main(); }}")
+    if counter is not None:
+        main.append("  }")
     main.append("}")
     return "".join(src) + "\n".join(main) + "\n"
 
 
-def _fits(dev, parts: list) -> bool:
-    storage = 1 + sum(1 for p in parts for i in range(p.ds.kernel.n_tensors)
-                      if not p.ds.kernel.texels or p.ds.kernel.texels[i] is None)
-    texel = sum(p.ds.kernel.n_tensors for p in parts) + 1 - storage
+def _fits(dev, parts: list, extra: int = 0) -> bool:
+    storage = 1 + extra + sum(1 for p in parts for i in range(p.ds.kernel.n_tensors)
+                              if not p.ds.kernel.texels or p.ds.kernel.texels[i] is None)
+    texel = sum(p.ds.kernel.n_tensors for p in parts) + 1 + extra - storage
     return (storage <= dev.max_storage_buffers and texel <= dev.max_sampled
             and storage + texel <= dev.max_resources)
 
@@ -227,15 +249,17 @@ def _sets(parts: list, S: int, dev, cores: int) -> list[tuple[list, int, int]]:
     workgroup ran every part's straight-line code in every workgroup (the small MLP step
     1.6 -> 1.9 ms), and it hands each worker thread one contiguous share of the
     workgroups. Within the descriptor limits; single parts come back as sets of one."""
+    def alone(p):
+        return ([p], p.ds.kernel.local_size, p.ds.groups)
     if len(parts) < 2:
-        return [(parts, 0, 0)] if parts else []
+        return [alone(p) for p in parts]
     L = min(p.ds.kernel.local_size for p in parts)
-    ok, alone = [], []
+    ok, singles = [], []
     for p in parts:
         l = p.ds.kernel.local_size
         split = l != L
         if l % L or (split and p.rigid) or (split and p.subgroups and L % S):
-            alone.append(([p], 0, 0))
+            singles.append(alone(p))
         else:
             ok.append((p.ds.groups * (l // L), p))
     sets = []
@@ -248,7 +272,7 @@ def _sets(parts: list, S: int, dev, cores: int) -> list[tuple[list, int, int]]:
         take = [p for c, p in ok if c % G == 0]
         ok = [(c, p) for c, p in ok if c % G]
         if len(take) < 2:             # no two parts share a count: each alone
-            sets += [([p], 0, 0) for p in take] + [([p], 0, 0) for _, p in ok]
+            sets += [alone(p) for p in take] + [alone(p) for _, p in ok]
             break
         cur = []
         for p in take:
@@ -257,7 +281,7 @@ def _sets(parts: list, S: int, dev, cores: int) -> list[tuple[list, int, int]]:
                 cur = []
             cur.append(p)
         sets.append((cur, L, G))
-    return sets + alone
+    return sets + singles
 
 
 @contextlib.contextmanager
@@ -275,18 +299,44 @@ def disabled() -> Iterator[None]:
         MERGE = old
 
 
+DYNAMIC = True          # tests turn it off to compare
+SLOTS = 256             # counters one program's dynamic dispatches may use
+
+
+def lavapipe_workers() -> int:
+    """lavapipe's worker threads: LP_NUM_THREADS, else one per CPU on a machine with more
+    than one (none on one CPU: the queue thread runs every workgroup), at most 16."""
+    v = os.environ.get("LP_NUM_THREADS")
+    n = int(v) if v and v.strip().isdigit() else (os.cpu_count() or 1)
+    if v is None and n <= 1:
+        n = 0
+    return min(n, 16)
+
+
+def _counter(rt, slot: int):
+    """A zeroed-per-recording uint counter view for a dynamic dispatch: slot `slot` of one
+    buffer (a distinct range per dispatch, so no two dispatches conflict)."""
+    from .executor import View
+    buf = getattr(rt, "_merge_counters", None)
+    stride = rt.dev.storage_alignment
+    if buf is None:
+        buf = rt._merge_counters = rt.allocator.alloc(SLOTS * stride, "merge counters", mapped=False)
+    return View(buf.block.buffer, buf.offset + slot * stride, 4, id(buf.block), (1,), np.dtype(np.uint32))
+
+
 def active(dev) -> bool:
     """Whether dispatches on dev are merged (and so their kernels compiled late)."""
     return MERGE and dev.is_cpu
 
 
 def merge(rt, dispatches: list) -> list:
-    """dispatches with each run that needs no barrier inside merged as far as allowed
-    (CPU devices; the order of the runs, and so every barrier, stays)."""
+    """dispatches with each run that needs no barrier inside merged as far as allowed, and
+    dispatches of subgroup-sized workgroups with more units than lavapipe has workers
+    made dynamic (CPU devices; the order of the runs, and so every barrier, stays)."""
     from .executor import Dispatch, barriers_before
     from .lower.matmul import CPU_CORES as cores
     dev = rt.dev
-    if not active(dev) or len(dispatches) < 2:
+    if not active(dev) or not dispatches:
         return dispatches
     runs, cur = [], []
     for ds, hazard in zip(dispatches, barriers_before(dispatches)):
@@ -295,25 +345,29 @@ def merge(rt, dispatches: list) -> list:
             cur = []
         cur.append(ds)
     runs.append(cur)
-    out = []
+    out, slot = [], 0
     for run in runs:
         parts, keep = [], []
         for ds in run:
             p = _part(ds)
             (parts if p is not None else keep).append(p if p is not None else ds)
         for s, L, G in _sets(parts, dev.subgroup_size, dev, cores):
-            if len(s) == 1:
+            workers = max(lavapipe_workers(), 1)
+            dyn = (DYNAMIC and L == dev.subgroup_size and G > workers and slot < SLOTS
+                   and _fits(dev, s, extra=1))
+            if len(s) == 1 and not dyn:
                 keep.append(s[0].ds)
                 continue
-            body = _body(s, L, G)
             n = sum(p.ds.kernel.n_tensors for p in s)
+            body = _body(s, L, G, n + 1 if dyn else None)
             texels = ()
             if any(p.ds.kernel.texels for p in s):
                 texels = tuple(f for p in s for f in (p.ds.kernel.texels or (None,) * p.ds.kernel.n_tensors))
+                texels += (None,) * dyn
             names = [p.ds.kernel.name for p in s]
             name = "+".join(names) if len(names) <= 4 else f"{names[0]}+{len(names) - 1}_more"
             try:
-                k = rt.kernels.get(name, body, n, L, texels)
+                k = rt.kernels.get(name, body, n + dyn, L, texels)
             except GlslangMissingError:
                 raise
             except RuntimeError:
@@ -328,7 +382,14 @@ def merge(rt, dispatches: list) -> list:
                 views += p.ds.views
                 base += len(p.ds.views)
             meta = np.concatenate([p.ds.meta for p in s]).astype(np.int32)
-            keep.append(Dispatch(k, meta, views, tuple(writes), G))
+            if dyn:
+                c = _counter(rt, slot)
+                slot += 1
+                writes.append(len(views))
+                views.append(c)
+                keep.append(Dispatch(k, meta, views, tuple(writes), min(workers, G), (c,)))
+            else:
+                keep.append(Dispatch(k, meta, views, tuple(writes), G))
         out += keep
     return out
 
