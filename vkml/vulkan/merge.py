@@ -19,8 +19,8 @@ meet only through subgroup operations: a part that uses shared memory, barriers 
 subgroup ids keeps its own size or stays a dispatch of its own. Every literal meta
 read is done first thing in main(), where lavapipe loads a uniform value once
 (`kernels.hoist_meta`). A merged body that does not compile (a construct this rewrite
-does not know) leaves its parts as they were, recorded in `failures`. The test suite runs merged on lavapipe;
-tests/vulkan/test_merge.py compares merged and unmerged bits.
+does not know) leaves its parts as they were, recorded in `failures`. The test suite
+runs merged on lavapipe; tests/vulkan/test_merge.py compares merged and unmerged bits.
 
 Dynamic dispatches: lavapipe also splits a dispatch's workgroups into one fixed share per
 worker thread, so on a VM whose vCPUs are time-shared one slowed vCPU stretches every
