@@ -13,21 +13,26 @@ _REGISTRY: dict[type, tuple[Callable, Callable]] = {}
 
 class PyTreeDef:
     """The structure of a pytree without its leaves."""
-    __slots__ = ("kind", "aux", "children", "num_leaves")
+    __slots__ = ("kind", "aux", "children", "num_leaves", "_hash")
 
     def __init__(self, kind, aux, children):
         self.kind, self.aux, self.children = kind, aux, tuple(children)
         self.num_leaves = 1 if kind is None else sum(c.num_leaves for c in self.children)
+        self._hash = None
 
     def __eq__(self, other):
-        return (isinstance(other, PyTreeDef) and self.kind == other.kind and self.aux == other.aux
-                and self.children == other.children)
+        # every leaf shares one treedef (`_LEAF`): most comparisons end at `is`
+        return self is other or (isinstance(other, PyTreeDef) and self.kind == other.kind
+                                 and self.aux == other.aux and self.children == other.children)
 
     def __hash__(self):
-        try:
-            return hash((self.kind, self.aux, self.children))
-        except TypeError:
-            return hash((self.kind, self.children))
+        # immutable, and a jit call hashes its arguments' treedef every time
+        if self._hash is None:
+            try:
+                self._hash = hash((self.kind, self.aux, self.children))
+            except TypeError:
+                self._hash = hash((self.kind, self.children))
+        return self._hash
 
     def __repr__(self):
         if self.kind is None:
@@ -119,6 +124,9 @@ def _node(x):
     return None
 
 
+_LEAF = PyTreeDef(None, None, ())
+
+
 def tree_flatten(tree: Any, is_leaf: Callable | None = None) -> tuple[list, PyTreeDef]:
     """(leaves, treedef)."""
     leaves: list = []
@@ -130,11 +138,11 @@ def tree_flatten(tree: Any, is_leaf: Callable | None = None) -> tuple[list, PyTr
 def _flatten(x, is_leaf, leaves: list) -> PyTreeDef:
     if is_leaf is not None and is_leaf(x):
         leaves.append(x)
-        return PyTreeDef(None, None, ())
+        return _LEAF
     nd = _node(x)
     if nd is None:
         leaves.append(x)
-        return PyTreeDef(None, None, ())
+        return _LEAF
     kind, aux, ch = nd
     return PyTreeDef(kind, aux, [_flatten(c, is_leaf, leaves) for c in ch])
 
