@@ -44,6 +44,7 @@ import contextlib
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator
 
 import numpy as np
@@ -131,18 +132,26 @@ def _part(ds) -> _Part | None:
     k: Kernel = ds.kernel
     if k.spec or not k.body or sum(v.nbytes for v in ds.views) > MAX_BYTES:
         return None
-    text = _COMMENT.sub("", k.body)
+    parsed = _parse(k.body)
+    return None if parsed is None else _Part(ds, *parsed)
+
+
+@lru_cache(maxsize=512)
+def _parse(body: str) -> tuple | None:
+    """(text, extensions, global names, rigid, uses subgroups) of a kernel body, or None
+    where it cannot be a part; once per body (a deep network repeats its layers' kernels)."""
+    text = _COMMENT.sub("", body)
     exts = [e.strip() for e in _EXT.findall(text)]
     text = _EXT.sub("", text)
     if _GRID.search(text):
         return None
     try:
-        names = global_names(text)
+        names = frozenset(global_names(text))
     except ValueError:
         return None
     if "main" not in names:
         return None
-    return _Part(ds, text, exts, names, bool(_RIGID.search(text)), bool(_SUBGROUP.search(text)))
+    return text, exts, names, bool(_RIGID.search(text)), bool(_SUBGROUP.search(text))
 
 
 def _wrap_meta(text: str, base: int, hoisted: dict) -> str:
@@ -236,13 +245,14 @@ def _fits(dev, parts: list, extra: int = 0) -> bool:
             and storage + texel <= dev.max_resources)
 
 
-def _sets(parts: list, S: int, dev, cores: int) -> list[tuple[list, int, int]]:
+def _sets(parts: list, S: int, dev, workers: int) -> list[tuple[list, int, int]]:
     """Parts in sets that can share a kernel, as (parts, L, G): workgroups of L (the
     smallest size; every other a multiple of it, rigid parts at L only, and a part split
     into smaller workgroups only where its subgroups stay whole) and G of them, each
     running count / G of every part's (count in workgroups of L). G is one of the counts,
-    at least `cores` unless every part is tiny (TINY: one workgroup may then run it all),
-    the one that divides the most counts (then the one nearest `cores`, then the
+    at least `workers` (lavapipe's threads) unless every part is tiny (TINY: one
+    workgroup may then run it all), the one that divides the most counts (then the one
+    nearest `workers`, then the
     largest); a set takes the parts whose count it divides. Every workgroup then does the
     same work and runs all of it: lavapipe 22.3
     runs both sides of an if under a lane mask, so a kernel branching to one part per
@@ -266,9 +276,9 @@ def _sets(parts: list, S: int, dev, cores: int) -> list[tuple[list, int, int]]:
     while ok:
         counts = sorted({c for c, _ in ok})
         tiny = all(sum(v.nbytes for v in p.ds.views) <= TINY for _, p in ok)
-        # too little work to spread: fewer workgroups than cores may run it all
-        cands = counts if tiny else [c for c in counts if c >= cores] or counts[-1:]
-        G = max(cands, key=lambda g: (sum(c % g == 0 for c, _ in ok), min(g, cores), g))
+        # too little work to spread: fewer workgroups than workers may run it all
+        cands = counts if tiny else [c for c in counts if c >= workers] or counts[-1:]
+        G = max(cands, key=lambda g: (sum(c % g == 0 for c, _ in ok), min(g, workers), g))
         take = [p for c, p in ok if c % G == 0]
         ok = [(c, p) for c, p in ok if c % G]
         if len(take) < 2:             # no two parts share a count: each alone
@@ -334,8 +344,8 @@ def merge(rt, dispatches: list) -> list:
     dispatches of subgroup-sized workgroups with more units than lavapipe has workers
     made dynamic (CPU devices; the order of the runs, and so every barrier, stays)."""
     from .executor import Dispatch, barriers_before
-    from .lower.matmul import CPU_CORES as cores
     dev = rt.dev
+    workers = max(lavapipe_workers(), 1)
     if not active(dev) or not dispatches:
         return dispatches
     runs, cur = [], []
@@ -351,8 +361,7 @@ def merge(rt, dispatches: list) -> list:
         for ds in run:
             p = _part(ds)
             (parts if p is not None else keep).append(p if p is not None else ds)
-        for s, L, G in _sets(parts, dev.subgroup_size, dev, cores):
-            workers = max(lavapipe_workers(), 1)
+        for s, L, G in _sets(parts, dev.subgroup_size, dev, workers):
             dyn = (DYNAMIC and L == dev.subgroup_size and G > workers and slot < SLOTS
                    and _fits(dev, s, extra=1))
             if len(s) == 1 and not dyn:
