@@ -139,6 +139,10 @@ def _memcpy(pairs) -> None:
 
 DIRECT_MIN = SMALL       # bytes from which an argument or result is bound, not copied
 RECORDINGS_KEPT = 4      # bindings (recordings) kept per compiled signature
+# signatures kept per jitted function, least recently used dropped (it traces again): each
+# holds its arena, slots and recordings, so a function called on ever new shapes would
+# otherwise grow without bound (about 5 KB of device memory per small signature)
+SIGNATURES_KEPT = 256
 
 
 class Compiled:
@@ -412,7 +416,7 @@ class Jitted:
         self.f = f
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-        self.cache: dict = {}
+        self.cache: OrderedDict = OrderedDict()     # bounded: SIGNATURES_KEPT
         self.trace_count = 0
         # (shape, dtype) per argument -> (Compiled, out_tree), for calls whose arguments are
         # all concrete Arrays, without static or donated ones or state effects: such a call
@@ -467,6 +471,10 @@ class Jitted:
             entry = (Compiled(g, simplify(g, for_execution=True)), out_tree,
                      _effect_targets(effects, dyn))
             self.cache[key] = entry
+            while len(self.cache) > SIGNATURES_KEPT:
+                self.cache.popitem(last=False)
+        else:
+            self.cache.move_to_end(key)
         return entry, leaves, dyn, static
 
     def __call__(self, *args):
@@ -500,7 +508,10 @@ class Jitted:
             return self.f(*args)
         (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args, split, flat)
         if self._plain is not None and not targets and all(type(a) is Array for a in args):
-            self._plain[tuple((a.shape, a.dtype) for a in args)] = (compiled, out_tree)
+            plain = self._plain
+            plain[tuple((a.shape, a.dtype) for a in args)] = (compiled, out_tree)
+            while len(plain) > SIGNATURES_KEPT:   # oldest first (a hit here does not reorder)
+                plain.pop(next(iter(plain)), None)
         for l in leaves:
             if _is_donated(l):
                 getattr(l._buf, "nbytes")   # raises DonatedArrayError, naming the array

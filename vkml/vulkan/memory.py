@@ -9,6 +9,8 @@ block. Freed ranges return to their block's free list and are reused.
 from __future__ import annotations
 
 import bisect
+import gc
+import os
 import threading
 
 import numpy as np
@@ -27,8 +29,59 @@ _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SR
 _HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 
 
-class OutOfDeviceMemory(MemoryError):
-    """The device could not provide a block for an allocation."""
+class OutOfMemoryError(MemoryError):
+    """The device could not provide memory for an allocation (``vkml.OutOfMemoryError``).
+
+    Raised where Vulkan reports VK_ERROR_OUT_OF_DEVICE_MEMORY or VK_ERROR_OUT_OF_HOST_MEMORY,
+    and where an allocation would pass the memory limit (`set_memory_limit`,
+    $VKML_DEVICE_MEMORY_LIMIT). The message names the bytes requested and the bytes
+    available; `requested` and `available` hold them (available is None where unknown).
+    Freeing arrays (dropping the last reference) gives their memory back, and vkml works
+    as before.
+    """
+
+    def __init__(self, message: str, requested: int = 0, available: int | None = None):
+        super().__init__(message)
+        self.requested, self.available = requested, available
+
+
+OutOfDeviceMemory = OutOfMemoryError     # the former name
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def parse_limit(text: str | None) -> int | None:
+    """Bytes from a limit such as "512M", "2G", "1048576" (K, M, G: binary units); None
+    for an empty or missing one.
+
+    >>> parse_limit("256M"), parse_limit("1G"), parse_limit("4096"), parse_limit("")
+    (268435456, 1073741824, 4096, None)
+    """
+    if not text:
+        return None
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    try:
+        n = int(float(t[:-1] if mult > 1 else t) * mult)
+    except ValueError:
+        raise ValueError(f"VKML_DEVICE_MEMORY_LIMIT: {text!r} is not a size; give bytes, or a number "
+                         f"with K, M or G (\"512M\")") from None
+    if n < 0:
+        raise ValueError(f"VKML_DEVICE_MEMORY_LIMIT: {text!r} is negative")
+    return n
+
+
+def _heap_bytes(dev: Device, type_index: int) -> int | None:
+    try:
+        mp = vk.vkGetPhysicalDeviceMemoryProperties(dev.physical)
+        return int(mp.memoryHeaps[mp.memoryTypes[type_index].heapIndex].size)
+    except Exception:
+        return None
+
+
+_OOM = (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory)
 
 
 def _round(n: int, a: int = ALIGN) -> int:
@@ -38,11 +91,15 @@ def _round(n: int, a: int = ALIGN) -> int:
 class Block:
     """One VkDeviceMemory + VkBuffer, with a sorted free list of (offset, size)."""
 
-    def __init__(self, dev: Device, size: int, host: bool, mapped: bool = False):
+    def __init__(self, dev: Device, size: int, host: bool, mapped: bool = False, in_use: int = 0):
         self.dev, self.size = dev, size
         d = dev.device
-        self.buffer = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(
-            size=size, usage=_USAGE, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        try:
+            self.buffer = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(
+                size=size, usage=_USAGE, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        except _OOM as e:
+            raise OutOfMemoryError(f"vkml: could not allocate {_mib(size)} of device memory on "
+                                   f"{dev.name} ({type(e).__name__})", size) from e
         req = vk.vkGetBufferMemoryRequirements(d, self.buffer)
         if host:
             t = dev.memory_type(req.memoryTypeBits, _HOST | vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
@@ -56,8 +113,16 @@ class Block:
                 allocationSize=req.size, memoryTypeIndex=t), None)
         except vk.VkError as e:
             vk.vkDestroyBuffer(d, self.buffer, None)
-            raise OutOfDeviceMemory(f"vkml: could not allocate {size / 2**20:.1f} MiB of device "
-                                    f"memory on {dev.name} ({type(e).__name__})") from e
+            if not isinstance(e, _OOM):
+                raise RuntimeError(f"vkml: vkAllocateMemory of {_mib(size)} failed on {dev.name} "
+                                   f"({type(e).__name__})") from e
+            heap = _heap_bytes(dev, t)
+            avail = None if heap is None else max(heap - in_use, 0)
+            raise OutOfMemoryError(
+                f"vkml: could not allocate {_mib(size)} of device memory on {dev.name} "
+                f"({type(e).__name__}); vkml holds {_mib(in_use)}"
+                + ("" if heap is None else f" of a {_mib(heap)} heap, so at most {_mib(avail)} is available"),
+                size, avail) from e
         vk.vkBindBufferMemory(d, self.buffer, self.memory, 0)
         self.host_visible = dev.memory_types[t] & _HOST == _HOST
         # the host reads it at memory speed (a GPU's uncached BAR window it reads at PCIe
@@ -156,6 +221,10 @@ class Allocator:
         self.live_bytes = 0
         self.peak_bytes = 0
         self.epoch = 0   # counts trims: a block made after one may reuse a freed block's id
+        # bytes of device memory held in blocks, and the most they may reach (None: what the
+        # driver gives): a block past the limit fails as an out-of-memory driver would
+        self.block_bytes = 0
+        self.limit: int | None = parse_limit(os.environ.get("VKML_DEVICE_MEMORY_LIMIT"))
 
     def _check(self, nbytes: int, what: str) -> None:
         if nbytes > self.dev.max_storage_buffer_range:
@@ -191,17 +260,66 @@ class Allocator:
                 # the BAR window may be as small as 256 MiB: take it in small blocks
                 size = max(self.block_size if not mapped else MAPPED_BLOCK_SIZE, _round(cap, 1 << 20))
                 try:
-                    b = Block(self.dev, size, host, mapped)
-                except OutOfDeviceMemory:
+                    b = self._block(size, cap, host, mapped, what)
+                except OutOfMemoryError:
                     if not mapped:
                         raise
                     pool = self.blocks      # the BAR window is full: plain device memory
-                    b = Block(self.dev, max(self.block_size, _round(cap, 1 << 20)), host)
+                    b = self._block(max(self.block_size, _round(cap, 1 << 20)), cap, host, False, what)
                 pool.append(b)
                 off = b.alloc(cap)
             self.live_bytes += cap
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         return Buffer(self, b, off, nbytes, cap)
+
+    def _block(self, size: int, cap: int, host: bool, mapped: bool, what: str) -> Block:
+        """A new block of size bytes (cap of them needed now), under the lock. When the
+        driver or the limit refuses it: free blocks go back first, then a block of just
+        cap bytes is tried, then OutOfMemoryError names the request and what is left."""
+        need = _round(cap, 1 << 20)
+        for attempt in range(3):
+            if attempt == 1:
+                gc.collect()        # arrays in unreachable cycles hold ranges too
+                self._trim()
+            size = size if attempt < 2 else min(size, need)
+            try:
+                if self.limit is not None and self.block_bytes + size > self.limit:
+                    raise OutOfMemoryError("over the limit", size)
+                b = Block(self.dev, size, host, mapped, self.block_bytes)
+            except OutOfMemoryError as e:
+                if attempt < 2:
+                    continue
+                if self.limit is not None and self.block_bytes + size > self.limit:
+                    avail = max(self.limit - self.block_bytes, 0)
+                    raise OutOfMemoryError(
+                        f"{what}: out of device memory: {_mib(cap)} requested, {_mib(avail)} available "
+                        f"under the memory limit of {_mib(self.limit)} (set_memory_limit or "
+                        f"VKML_DEVICE_MEMORY_LIMIT; {_mib(self.live_bytes)} in use by live arrays "
+                        f"and recordings on {self.dev.name}). Free arrays (del) or use smaller ones.",
+                        cap, avail) from None
+                raise OutOfMemoryError(
+                    f"{what}: out of device memory: {_mib(cap)} requested; {e} "
+                    f"({_mib(self.live_bytes)} in use by live arrays and recordings). Free arrays "
+                    f"(del) or use smaller ones.", cap, e.available) from e
+            self.block_bytes += size
+            return b
+        raise AssertionError("unreachable")
+
+    def set_limit(self, nbytes: int | None) -> None:
+        """At most nbytes of device memory in blocks from now on (None: no limit)."""
+        if nbytes is not None and (not isinstance(nbytes, int) or nbytes < 0):
+            raise ValueError(f"set_memory_limit: {nbytes!r} is not a byte count >= 0 (or None)")
+        with self.lock:
+            self.limit = nbytes
+
+    def stats(self) -> dict:
+        """live_bytes (ranges handed out), peak_bytes, block_bytes (device memory held),
+        blocks (their count), limit."""
+        with self.lock:
+            self._drain()
+            n = len(self.blocks) + len(self.host_blocks) + len(self.mapped_blocks)
+            return {"live_bytes": self.live_bytes, "peak_bytes": self.peak_bytes,
+                    "block_bytes": self.block_bytes, "blocks": n, "limit": self.limit}
 
     def _release(self, block: Block, off: int, cap: int) -> None:
         self._pending.append((block, off, cap))
@@ -220,9 +338,39 @@ class Allocator:
     def trim(self) -> None:
         """Give completely free blocks back to the driver."""
         with self.lock:
-            self._drain()
-            self.epoch += 1
-            for pool in (self.blocks, self.host_blocks, self.mapped_blocks):
-                for b in [b for b in pool if b.free == [(0, b.size)]]:
-                    pool.remove(b)
-                    b.destroy()
+            self._trim()
+
+    def _trim(self) -> None:
+        self._drain()
+        self.epoch += 1
+        for pool in (self.blocks, self.host_blocks, self.mapped_blocks):
+            for b in [b for b in pool if b.free == [(0, b.size)]]:
+                pool.remove(b)
+                b.destroy()
+                self.block_bytes -= b.size
+
+
+def _allocator() -> Allocator:
+    from . import runtime       # runtime imports this module
+    return runtime.get().allocator
+
+
+def set_memory_limit(nbytes: int | None) -> None:
+    """Let vkml hold at most nbytes of device memory (None: as much as the driver gives).
+
+    An allocation past it raises `OutOfMemoryError` exactly as the driver running out
+    would; $VKML_DEVICE_MEMORY_LIMIT ("512M", "2G") sets it at start-up.
+
+    >>> set_memory_limit(None)
+    """
+    _allocator().set_limit(nbytes)
+
+
+def memory_stats() -> dict:
+    """The allocator's counters (`Allocator.stats`): live_bytes, peak_bytes, block_bytes,
+    blocks, limit.
+
+    >>> sorted(memory_stats())
+    ['block_bytes', 'blocks', 'limit', 'live_bytes', 'peak_bytes']
+    """
+    return _allocator().stats()
