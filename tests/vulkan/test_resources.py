@@ -196,7 +196,11 @@ def _in_threads(fns, timeout=120.0):
         raise errors[0]
 
 
-def test_two_threads_share_the_device():
+def test_two_threads_share_the_device(monkeypatch):
+    from vkml import array as _array
+    # a small eager cache: programs are dropped (their command buffers freed) while the
+    # other thread records and submits
+    monkeypatch.setattr(_array, "EAGER_CACHE", 8)
     f = vkml.jit(lambda a, b: vnp.tanh(a @ b).sum(axis=0) * 2.0)
     g = vkml.jit(lambda a: (vnp.exp(-a * a), vnp.cumsum(a, axis=0)))
     rng = np.random.default_rng(1)
@@ -222,3 +226,5 @@ def test_two_threads_share_the_device():
                                        rtol=1e-4, atol=1e-4)
 
     _in_threads([jitted, eager, eager])
+    runtime.get().submit([])               # frees command buffers left for the next submission
+    assert not runtime.get()._dead_cbs

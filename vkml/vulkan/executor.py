@@ -522,7 +522,7 @@ class Recording:
             d = self.rt.dev.device
             if self.query_pool is not None:
                 vk.vkDestroyQueryPool(d, self.query_pool, None)
-            vk.lib.vkFreeCommandBuffers(d, self.rt.dev.command_pool, 1, self._cbs)
+            self.rt.free_commands(self._cbs)
             vk.lib.vkDestroyDescriptorPool(d, self.pool, vk.ffi.NULL)
             for view in self._views:
                 vk.vkDestroyBufferView(d, view, None)

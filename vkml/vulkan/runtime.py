@@ -44,6 +44,24 @@ class Runtime:
         # without a yield a CPU device blocks: a poll that keeps its core took 2.8 ms
         self.spin_s = (CPU_POLL_S if self._yield else 0.0) if self.dev.is_cpu else SPIN_S
         self._copier = None
+        self._dead_cbs: list = []     # command buffers to free under the device lock
+
+    def free_commands(self, cbs) -> None:
+        """Free command buffers (a cffi VkCommandBuffer[1]) of the device's command pool:
+        now if this thread can take the device lock, else at the next submission. A
+        finalizer runs on whichever thread the garbage collector does, and the pool must
+        not be used by two threads at once; blocking on the lock there could deadlock
+        against a thread that holds it and waits for the allocator's."""
+        self._dead_cbs.append(cbs)
+        if self.dev.lock.acquire(blocking=False):
+            try:
+                self._free_dead()
+            finally:
+                self.dev.lock.release()
+
+    def _free_dead(self) -> None:
+        while self._dead_cbs:
+            vk.lib.vkFreeCommandBuffers(self.dev.device, self.dev.command_pool, 1, self._dead_cbs.pop())
 
     def submit(self, cbs: list) -> None:
         """Submit command buffers (run in order) and wait for them to finish (one fence,
@@ -54,6 +72,8 @@ class Runtime:
         arr = ffi.new("VkCommandBuffer[]", cbs)
         info.commandBufferCount, info.pCommandBuffers = len(cbs), arr
         with self.dev.lock:
+            if self._dead_cbs:
+                self._free_dead()
             r = lib.vkQueueSubmit(self.dev.queue, 1, info, self._fence)
             if r != 0:
                 raise RuntimeError(f"vkml: vkQueueSubmit failed with VkResult {r} on {self.dev.name}")

@@ -39,9 +39,10 @@ class CopyCommands:
 
     def __init__(self, rt):
         self.rt = rt
-        self.cb = vk.vkAllocateCommandBuffers(rt.dev.device, vk.VkCommandBufferAllocateInfo(
-            commandPool=rt.dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-            commandBufferCount=1))[0]
+        with rt.dev.lock:     # the command pool is used by one thread at a time
+            self.cb = vk.vkAllocateCommandBuffers(rt.dev.device, vk.VkCommandBufferAllocateInfo(
+                commandPool=rt.dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                commandBufferCount=1))[0]
         self._begin = vk.ffi.new("VkCommandBufferBeginInfo*")
         self._begin.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
         self._begin.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
@@ -67,6 +68,7 @@ class CopyCommands:
 
     def __del__(self):
         try:
-            vk.vkFreeCommandBuffers(self.rt.dev.device, self.rt.dev.command_pool, 1, [self.cb])
+            cbs = vk.ffi.new("VkCommandBuffer[1]", [self.cb])
+            self.rt.free_commands(cbs)
         except Exception:
             pass
