@@ -19,18 +19,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, reject, settings, strategies as st
+from hypothesis import HealthCheck, assume, event, given, reject, settings, strategies as st
 
 import vkml
 import vkml.numpy as vnp
 from vkml.test_util import check_grads
 
-# more examples under VKML_HYPOTHESIS_EXAMPLES (per test, scaled to each test's share)
-_SCALE = int(os.environ.get("VKML_HYPOTHESIS_EXAMPLES", "0") or 0)
+# VKML_HYPOTHESIS_EXAMPLES: examples over all the property tests here, each its share
+# (CI: 260 in all, about 80 s with a cold kernel cache, 2 cores)
+_TOTAL = int(os.environ.get("VKML_HYPOTHESIS_EXAMPLES", "0") or 0)
+_CI_TOTAL = 260
 
 
 def _settings(n: int):
-    return settings(max_examples=max(n, _SCALE * n // 100) if _SCALE else n, deadline=None,
+    return settings(max_examples=max(n, _TOTAL * n // _CI_TOTAL) if _TOTAL else n, deadline=None,
                     derandomize=True, database=None, print_blob=False,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                            HealthCheck.data_too_large])
@@ -268,7 +270,8 @@ class Program:
         ins = ", ".join(f"{n}: {d}{list(s)}{'' if lay == 'c' else ' (' + lay + ')'}"
                         for n, (s, d, lay) in zip(names, self.inputs))
         body = "\n".join(f"    {names[len(self.inputs) + k]} = {s.text(names)}" for k, s in enumerate(self.steps))
-        return f"\ndef f({ins}):  # values: seed {self.seed}\n{body}\n    return {names[-1]}\n"
+        outs = ", ".join(names[i] for i in self.sinks())
+        return f"\ndef f({ins}):  # values: seed {self.seed}\n{body}\n    return {outs}\n"
 
     def arrays(self):
         """The inputs as NumPy arrays of their dtypes, some of them non-contiguous views."""
@@ -285,11 +288,18 @@ class Program:
             out.append(np.asarray(a, dtype=dtype) if layout == "c" else a.astype(dtype, copy=False))
         return out
 
+    def sinks(self) -> list:
+        """Indices of the values no later step reads (the last among them): the outputs."""
+        used = {i for s in self.steps for i in s.args}
+        n = len(self.inputs)
+        return [n + k for k in range(len(self.steps)) if n + k not in used or k == len(self.steps) - 1]
+
     def run(self, m, xs, keep=False):
+        """Every value (keep) or the outputs, a tuple."""
         vals = list(xs)
         for s in self.steps:
             vals.append(s.run(m, vals))
-        return vals if keep else vals[-1]
+        return vals if keep else tuple(vals[i] for i in self.sinks())
 
 
 def _np_shape(op: Op, shapes, params):
@@ -324,7 +334,8 @@ def programs(draw, ops=ALL_OPS, dtypes=("float32", "float64"), min_steps=2, max_
         for _attempt in range(10):
             op = draw(st.sampled_from(ops))
             # operands: recent values are likelier, so that steps compose
-            pick = lambda: len(val_shapes) - 1 - draw(st.integers(0, len(val_shapes) - 1))
+            pick = lambda: len(val_shapes) - 1 - (0 if draw(st.integers(0, 9)) < 5 else
+                                                  draw(st.integers(0, len(val_shapes) - 1)))
             args = tuple(pick() for _ in range(op.arity))
             shp = [val_shapes[i] for i in args]
             if op.ok is not None and not op.ok(shp):
@@ -376,7 +387,13 @@ def _tolerance(prog: Program, vals, native, all64: bool):
 
 
 def _compare(prog: Program, got, xs, vals, native):
-    want = vals[-1]
+    """Each output of got (a tuple) against the float64 values."""
+    assert len(got) == len(prog.sinks())
+    for g, i, nat in zip(got, prog.sinks(), native):
+        _compare_one(prog, g, xs, vals, vals[i], nat)
+
+
+def _compare_one(prog: Program, got, xs, vals, want, native):
     want_dtype = np.result_type(native)
     assert got.dtype == want_dtype, f"dtype {got.dtype}, NumPy gives {want_dtype}{prog!r}"
     g = np.asarray(got)
@@ -402,14 +419,15 @@ def _run_vkml(fn):
     try:
         return fn()
     except KeyError as e:
-        if _executor_keyerror(e):   # issue 14 executor KeyError: fixed on main (test_..._keyerror)
+        if _executor_keyerror(e):   # issue 14 executor KeyError: being fixed on main
+            event("issue 14 executor KeyError")     # counted in --hypothesis-show-statistics
             reject()
         raise
 
 
 # --------------------------------------------------------------------------- tests
 
-@_settings(160)
+@_settings(170)
 @given(programs())
 def test_eager_compositions_match_numpy(prog):
     xs = prog.arrays()
@@ -419,7 +437,7 @@ def test_eager_compositions_match_numpy(prog):
     _compare(prog, got, xs, vals, native)
 
 
-@_settings(90)
+@_settings(70)
 @given(programs())
 def test_jit_compositions_match_numpy(prog):
     xs = prog.arrays()
@@ -430,25 +448,26 @@ def test_jit_compositions_match_numpy(prog):
     got = _run_vkml(lambda: f(*args))
     _compare(prog, got, xs, vals, native)
     again = f(*args)                      # the replayed recording gives the same answer
-    np.testing.assert_array_equal(np.asarray(again), np.asarray(got))
+    for a, b in zip(again, got):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 SMOOTH = [o for o in ALL_OPS if o.smooth and o.name not in ("cumsum",)] + [
     o for o in SHAPE if o.name == "cumsum"]
 
 
-@_settings(30)
+@_settings(20)
 @given(programs(ops=SMOOTH, dtypes=("float64",), min_steps=2, max_steps=5, layouts=False))
 def test_grad_of_compositions_matches_finite_differences(prog):
     xs = [x for x in prog.arrays()]
     assume(all(x.size for x in xs))
     vals, _ = _oracle(prog, xs)
-    assume(np.size(vals[-1]) > 0)
+    assume(any(np.size(vals[i]) for i in prog.sinks()))
     mag = max(float(np.max(np.abs(v))) for v in vals if np.size(v))
     assume(mag < 1e3)
 
     def f(*a):
-        return vnp.sum(prog.run(vnp, a) * 0.5)
+        return sum(vnp.sum(o * (0.5 + k)) for k, o in enumerate(prog.run(vnp, a)))
     args = [vnp.asarray(x) for x in xs]
     _run_vkml(lambda: check_grads(f, args, order=1, modes=("rev", "fwd"),
                                   eps=1e-5, atol=1e-6 * (1 + mag), rtol=1e-5))
@@ -462,5 +481,5 @@ def test_programs_print_as_code():
                           "    v0 = x0 + x1\n    v1 = sum(v0, axis=0, keepdims=False)\n"
                           "    v2 = v1[::-1]\n    return v2\n")
     xs = prog.arrays()
-    np.testing.assert_allclose(np.asarray(prog.run(vnp, [vnp.asarray(x) for x in xs])),
+    np.testing.assert_allclose(np.asarray(prog.run(vnp, [vnp.asarray(x) for x in xs])[0]),
                                (xs[0] + xs[1]).sum(0)[::-1], rtol=1e-6)
