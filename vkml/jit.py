@@ -184,6 +184,9 @@ class Compiled:
         # eager operators keep binding (a new recording per binding): their operands are
         # fresh results each time, where copying would double the memory traffic
         self.copy_fallback = copy_fallback
+        # what an out-of-memory error names: an eager operator (one node, no fallback) by name
+        outs = exec_graph.outputs
+        self.what = outs[0].op.value if not copy_fallback and len(outs) == 1 else "jit output"
         self.copy_in = self.copy_out = None         # CopyCommands, made on first use
 
     @property
@@ -283,13 +286,13 @@ class Compiled:
             n = ph.nbytes
             dst = fresh.get(id(ph))
             if dst is None and direct and n >= DIRECT_MIN:
-                dst = fresh[id(ph)] = rt.allocator.alloc(n, "jit output")
+                dst = fresh[id(ph)] = rt.allocator.alloc(n, self.what)
                 binding[id(ph.block)] = dst
                 key.append((dst.block, dst.offset))
             elif dst is None:
                 s = self._slot(ph)
                 binding[id(ph.block)] = s
-                dst = reuse[n].pop() if reuse.get(n) else rt.allocator.alloc(n, "jit output")
+                dst = reuse[n].pop() if reuse.get(n) else rt.allocator.alloc(n, self.what)
                 copies_out.append((s, dst, n))
                 key.append(None)
             outs.append(Array._concrete(dst, node.shape, node.dtype))

@@ -67,6 +67,7 @@ def test_eager_calls_on_new_shapes_keep_caches_bounded():
     rt = runtime.get()
     gc.collect()
     kernels0, spirv0 = len(rt.kernels), len(_compile._memo)
+    live0 = memory.memory_stats()["live_bytes"]
     for n in range(1, 2001):
         y = vnp.exp(vnp.ones(n))
         if n in (1, 7, 2000):
@@ -83,7 +84,7 @@ def test_eager_calls_on_new_shapes_keep_caches_bounded():
     gc.collect()
     stats = memory.memory_stats()
     # 256 cached programs, each holding a few small slots and recordings: well under 64 MiB
-    assert stats["live_bytes"] < 64 << 20, stats
+    assert stats["live_bytes"] - live0 < 64 << 20, stats
 
 
 def test_jit_keeps_a_bounded_number_of_signatures(monkeypatch):
@@ -119,9 +120,11 @@ def test_out_of_memory_is_a_clear_recoverable_error():
                 xs.append(vnp.zeros(8 << 20) + 1.0)        # 32 MiB each
         assert isinstance(e.value, MemoryError)
         msg = str(e.value)
+        assert msg.split(":")[0] in ("Full", "Add"), msg      # names the operator
         assert "32.0 MiB requested" in msg and "available" in msg and "limit" in msg, msg
         assert e.value.requested == 32 << 20 and e.value.available < 32 << 20
-        assert 3 <= len(xs) <= 6
+        # what fits: the limit's new blocks, and ranges free in the blocks already held
+        assert 3 <= len(xs) <= (held + (200 << 20)) // (32 << 20)
         del xs
         gc.collect()
         # the freed memory is there again, under the same limit
