@@ -232,6 +232,13 @@ SHAPE = [
        fmt="concatenate([{0}, {1}], axis={axis})", ok=_concat_ok, params=_concat_params),
     Op("matmul_t", 1, lambda m, x: m.matmul(x, m.swapaxes(x, -1, -2)), fmt="{0} @ swapaxes({0}, -1, -2)",
        ok=_matmul_ok),
+    Op("expand_dims", 1, lambda m, x, axis: m.expand_dims(x, axis), fmt="expand_dims({0}, {axis})",
+       params=lambda draw, s: {"axis": draw(st.integers(-len(s[0]) - 1, len(s[0])))}),
+    Op("squeeze", 1, lambda m, x: m.squeeze(x), fmt="squeeze({0})"),
+    Op("flip", 1, lambda m, x, axis: m.flip(x, axis), fmt="flip({0}, {axis})", ok=lambda s: len(s[0]) > 0,
+       params=lambda draw, s: {"axis": draw(st.integers(-len(s[0]), len(s[0]) - 1))}),
+    Op("stack", 2, lambda m, x, y, axis: m.stack([x, y], axis=axis), fmt="stack([{0}, {1}], axis={axis})",
+       ok=lambda s: s[0] == s[1], params=lambda draw, s: {"axis": draw(st.integers(-len(s[0]) - 1, len(s[0])))}),
     Op("cumsum", 1, lambda m, x, axis: m.cumsum(x, axis=axis), fmt="cumsum({0}, axis={axis})",
        ok=lambda s: len(s[0]) > 0, params=lambda draw, s: {"axis": draw(st.integers(-len(s[0]), len(s[0]) - 1))}),
 ]
