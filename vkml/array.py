@@ -31,6 +31,10 @@ class Array:
     """
     __slots__ = ("_buf", "_trace", "_node", "shape", "dtype", "__weakref__")
     __array_priority__ = 100
+    # NumPy's operators and ufuncs defer to the Array: `np_array + arr` calls arr.__radd__
+    # (a device op, traceable), and one this class lacks is Python's TypeError naming the
+    # operator and both types, never a host computation on a converted copy
+    __array_ufunc__ = None
 
     def __init__(self, *a, **k):
         raise TypeError("make arrays with vkml.numpy.asarray / array / zeros / ...")
@@ -224,9 +228,18 @@ class Array:
     def __le__(self, o): return self._np().less_equal(self, o)
     def __gt__(self, o): return self._np().greater(self, o)
     def __ge__(self, o): return self._np().greater_equal(self, o)
-    def __and__(self, o): return self._np().logical_and(self, o)
-    def __or__(self, o): return self._np().logical_or(self, o)
-    def __invert__(self): return self._np().logical_not(self)
+    # bitwise on integers, logical on bools (NumPy's operators); floats raise TypeError
+    def __and__(self, o): return self._np().bitwise_and(self, o)
+    def __rand__(self, o): return self._np().bitwise_and(o, self)
+    def __or__(self, o): return self._np().bitwise_or(self, o)
+    def __ror__(self, o): return self._np().bitwise_or(o, self)
+    def __xor__(self, o): return self._np().bitwise_xor(self, o)
+    def __rxor__(self, o): return self._np().bitwise_xor(o, self)
+    def __lshift__(self, o): return self._np().left_shift(self, o)
+    def __rlshift__(self, o): return self._np().left_shift(o, self)
+    def __rshift__(self, o): return self._np().right_shift(self, o)
+    def __rrshift__(self, o): return self._np().right_shift(o, self)
+    def __invert__(self): return self._np().invert(self)
 
 
 # set by vkml.tensor: the Tensor class and its recording bind (eager ops on Tensors)

@@ -20,6 +20,7 @@ from .array import Array, bind
 from .trace import tracer as _tracer
 from .trace import dtypes as dt
 from .trace.dtypes import DTypeError
+from .trace import ops as _ops
 from .trace.ops import OpKind
 from .trace.shapes import ShapeError, broadcast_shapes, normalize_axes, normalize_axis
 
@@ -271,20 +272,29 @@ maximum = _binary(OpKind.Maximum, "maximum", bool_ok=True)
 minimum = _binary(OpKind.Minimum, "minimum", bool_ok=True)
 
 
+def _host_scalar(v) -> bool:
+    """A Python or NumPy scalar: its value is known while tracing."""
+    return (isinstance(v, (bool, int, float)) or isinstance(v, (_np.integer, _np.floating, _np.bool_))) \
+        and not isinstance(v, Array)
+
+
 def power(x, y) -> Array:
-    """x ** y; an integer base with a non-negative Python int exponent stays integer."""
-    if isinstance(y, int) and not isinstance(y, bool) and y >= 0:
-        (xa,), d = _operands("power", x)
-        if not dt.is_float(d):
-            xa = xa.astype(dt.int32) if d == dt.bool_ else xa
-            result, base, k = ones_like(xa), xa, y
-            while k:
-                if k & 1:
-                    result = result * base
-                k >>= 1
-                if k:
-                    base = base * base
-            return result
+    """x ** y. A constant exponent that is an integer or k + 0.5 (a Python or NumPy
+    scalar) is an exact multiplication chain (`IntegerPow`, as jax.lax.integer_pow): x ** 1
+    is x and x ** 2 is x * x, gradients included; an integer base then stays integer
+    (a negative exponent raises ValueError, as NumPy). Anything else is `Pow` in float.
+
+    >>> power(asarray([3.0]), 2).tolist() if False else power(asarray([3.0]), 2).numpy().tolist()
+    [9.0]
+    """
+    n = _ops.integer_pow_exponent(y) if _host_scalar(y) else None
+    if n is not None:
+        (xa, _), d = _operands("power", x, y)
+        if d == dt.bool_:
+            xa, d = xa.astype(dt.int32), dt.int32
+        if not dt.is_float(d) and n < 0:
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        return bind(OpKind.IntegerPow, [xa], exponent=n)
     (x, y), _ = _float_operands("power", x, y)
     return bind(OpKind.Pow, [x, y])
 
@@ -321,6 +331,49 @@ def logical_or(x, y) -> Array:
 def logical_not(x) -> Array:
     x = _as_bool(x)
     return bind(OpKind.Equal, [x, asarray(False)])
+
+
+def _integral_operands(name: str, *xs, shift: bool = False):
+    """Operands of a bitwise operator: bool and integer only (TypeError for floats, as
+    NumPy's ufuncs); a shift promotes bool to int32, as NumPy does."""
+    xs, d = _operands(name, *xs)
+    if d not in dt.INTEGRAL:
+        kinds = ", ".join(str(getattr(x, "dtype", type(x).__name__)) for x in xs)
+        raise DTypeError(f"{name}: not supported for the input types ({kinds}); NumPy's ufunc "
+                         f"'{name}' takes bool and integer operands only")
+    if shift and d == dt.bool_:
+        xs, d = [x.astype(dt.int32) for x in xs], dt.int32
+    return xs, d
+
+
+def _bitwise(kind: OpKind, name: str, shift: bool = False):
+    def f(x, y) -> Array:
+        (x, y), _ = _integral_operands(name, x, y, shift=shift)
+        return bind(kind, [x, y])
+    f.__name__ = name
+    f.__doc__ = (f"Elementwise {name} of bool or integer operands (NumPy's rules; floats raise "
+                 f"TypeError).\n\n>>> {name}(asarray([6]), 3).numpy().tolist()  # doctest: +SKIP\n")
+    return f
+
+
+bitwise_and = _bitwise(OpKind.BitwiseAnd, "bitwise_and")
+bitwise_or = _bitwise(OpKind.BitwiseOr, "bitwise_or")
+bitwise_xor = _bitwise(OpKind.BitwiseXor, "bitwise_xor")
+left_shift = _bitwise(OpKind.ShiftLeft, "left_shift", shift=True)
+right_shift = _bitwise(OpKind.ShiftRight, "right_shift", shift=True)
+
+
+def invert(x) -> Array:
+    """~x: bitwise not of integers (-x - 1), logical not of bools; floats raise TypeError.
+
+    >>> invert(asarray([1, -8])).numpy().tolist(), invert(asarray([True])).numpy().tolist()
+    ([-2, 7], [False])
+    """
+    (x,), _ = _integral_operands("invert", x)
+    return bind(OpKind.BitwiseNot, [x])
+
+
+bitwise_not = invert
 
 
 def isnan(x) -> Array:

@@ -378,7 +378,9 @@ def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, d
     """
     if ceil_mode:
         raise NotImplementedError("max_pool2d: ceil_mode=True is not supported; pad the input")
-    x, unbatched = _batched4("max_pool2d", _float(x, "max_pool2d"))
+    x = vnp.asarray(x)
+    # the max of integers is an integer: int32 (and bool, as int32) keep an integer dtype
+    x, unbatched = _batched4("max_pool2d", x.astype(dt.int32) if x.dtype == dt.bool_ else x)
     k, st, p, d = _pool_args("max_pool2d", kernel_size, stride, padding, dilation)
     y = bind(OpKind.MaxPool2d, [x], kernel=k, stride=st, padding=p, dilation=d)
     return y[0] if unbatched else y

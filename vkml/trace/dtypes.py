@@ -15,6 +15,7 @@ bool_ = np.dtype(np.bool_)
 DTYPES = (bool_, int32, float32, float64)
 FLOATS = (float32, float64)
 INTS = (int32,)
+INTEGRAL = (bool_, int32)   # the bitwise operators' dtypes
 NUMERIC = (int32, float32, float64)
 ALL = DTYPES
 

@@ -29,7 +29,10 @@ class OpKind(enum.Enum):
     Cast = "Cast"; Copy = "Copy"; StopGradient = "StopGradient"
     # binary
     Add = "Add"; Sub = "Sub"; Mul = "Mul"; Div = "Div"; Pow = "Pow"; Maximum = "Maximum"
-    Minimum = "Minimum"; Where = "Where"
+    Minimum = "Minimum"; Where = "Where"; IntegerPow = "IntegerPow"
+    # bitwise (bool and int32 only)
+    BitwiseAnd = "BitwiseAnd"; BitwiseOr = "BitwiseOr"; BitwiseXor = "BitwiseXor"
+    BitwiseNot = "BitwiseNot"; ShiftLeft = "ShiftLeft"; ShiftRight = "ShiftRight"
     # comparisons
     Equal = "Equal"; NotEqual = "NotEqual"; Less = "Less"; LessEqual = "LessEqual"
     Greater = "Greater"; GreaterEqual = "GreaterEqual"
@@ -54,6 +57,8 @@ class Grad(enum.Enum):
     BOOLEAN = "boolean result: not differentiable, the output is not a float"
     DISCONTINUOUS = ("discontinuous or integral: the derivative is zero almost everywhere "
                      "and undefined at the steps")
+    INTEGER = ("integer operator: defined on bool and int32 only, whose values carry no "
+               "gradient")
 
 
 @dataclass(frozen=True)
@@ -258,6 +263,46 @@ _declare(OpKind.Where, 3, (), _bcast("Where"), _where_dtype, dt.ALL, "elementwis
          "cond ? x : y; shapes broadcast.", "binary")
 
 
+def integer_pow_exponent(e) -> int | float | None:
+    """e as IntegerPow's exponent (an int, or a float k + 0.5), or None when it is neither.
+
+    >>> integer_pow_exponent(2.0), integer_pow_exponent(-1.5), integer_pow_exponent(0.3)
+    (2, -1.5, None)
+    """
+    if isinstance(e, (bool, np.bool_)):
+        return int(e)
+    if isinstance(e, (int, np.integer)):
+        return int(e)
+    if isinstance(e, (float, np.floating)) and np.isfinite(e) and abs(e) < 2.0 ** 52:
+        if float(e).is_integer():
+            return int(e)
+        if (2.0 * float(e)).is_integer():
+            return float(e)
+    return None
+
+
+def _integer_pow_dtype(d, a):
+    e = a["exponent"]
+    n = integer_pow_exponent(e)
+    if n is None or type(n) is not type(e):
+        raise DTypeError(f"IntegerPow: exponent {e!r} must be an int or a float k + 0.5 "
+                         f"(normalise it with integer_pow_exponent)")
+    _need("IntegerPow", d, dt.NUMERIC)
+    if not dt.is_float(d[0]) and (isinstance(e, float) or e < 0):
+        raise DTypeError(f"IntegerPow: an {np.dtype(d[0])} base needs a non-negative integer "
+                         f"exponent, got {e!r}; cast the base to a float dtype")
+    return np.dtype(d[0])
+
+
+_declare(OpKind.IntegerPow, 1, ("exponent",), _same_shape, _integer_pow_dtype, dt.NUMERIC,
+         "elementwise", Grad.RULE,
+         "x ** n for a constant n that is an integer or k + 0.5, as a chain of multiplications "
+         "(binary exponentiation; then times sqrt(x) for the half, then the reciprocal for "
+         "n < 0), so x ** 1 is x and x ** 2 is x * x exactly; n = 0 gives 1 (nan too). The "
+         "special values at -0 and -inf are NumPy's: x ** 0.5 is sqrt(x), the other halves "
+         "take C's pow rules. An int32 base needs n >= 0 and wraps on overflow.", "unary")
+
+
 def _cmp_dtype(op, allowed):
     def rule(d, a):
         _same(op, d)
@@ -268,9 +313,27 @@ def _cmp_dtype(op, allowed):
 
 for _k, _sym in [(OpKind.Equal, "=="), (OpKind.NotEqual, "!="), (OpKind.Less, "<"),
                  (OpKind.LessEqual, "<="), (OpKind.Greater, ">"), (OpKind.GreaterEqual, ">=")]:
-    _ds = dt.ALL if _k in (OpKind.Equal, OpKind.NotEqual) else dt.NUMERIC
-    _declare(_k, 2, (), _bcast(_k.value), _cmp_dtype(_k.value, _ds), _ds, "elementwise",
-             Grad.BOOLEAN, f"x {_sym} y as bool; shapes broadcast.", "compare")
+    _declare(_k, 2, (), _bcast(_k.value), _cmp_dtype(_k.value, dt.ALL), dt.ALL, "elementwise",
+             Grad.BOOLEAN, f"x {_sym} y as bool (False < True, as NumPy); shapes broadcast.",
+             "compare")
+
+_BITWISE = {
+    OpKind.BitwiseAnd: (dt.INTEGRAL, "x & y: bitwise and (logical and on bool)"),
+    OpKind.BitwiseOr: (dt.INTEGRAL, "x | y: bitwise or (logical or on bool)"),
+    OpKind.BitwiseXor: (dt.INTEGRAL, "x ^ y: bitwise exclusive or (logical xor on bool)"),
+    # NumPy's int32 results for counts outside [0, 32): what shifting one bit at a time
+    # would give (GLSL leaves them undefined, so the kernel tests the count)
+    OpKind.ShiftLeft: (dt.INTS, "x << y; a count y < 0 or >= 32 gives 0 (as NumPy)"),
+    OpKind.ShiftRight: (dt.INTS, "x >> y, arithmetic (the sign bit is copied in); a count y "
+                                 "< 0 or >= 32 gives -1 for negative x and 0 otherwise (as "
+                                 "NumPy)"),
+}
+for _k, (_ds, _doc) in _BITWISE.items():
+    _declare(_k, 2, (), _bcast(_k.value), _binary_dtype(_k.value, _ds), _ds, "elementwise",
+             Grad.INTEGER, _doc + "; shapes broadcast.", "binary")
+_declare(OpKind.BitwiseNot, 1, (), _same_shape, _unary_dtype("BitwiseNot", dt.INTEGRAL),
+         dt.INTEGRAL, "elementwise", Grad.INTEGER,
+         "~x: bitwise not (-x - 1) on int32, logical not on bool.", "unary")
 
 # --------------------------------------------------------------------------- reductions
 
@@ -552,9 +615,10 @@ _declare(OpKind.Col2Im, 1, ("output_size",) + _WIN, _col2im_shape, _float_same("
          dt.FLOATS, "window", Grad.RULE,
          "Fold (N, C*kh*kw, L) columns back to NCHW, summing where windows overlap (adjoint of "
          "Im2Col); deterministic.", "window")
-_declare(OpKind.MaxPool2d, 1, _WIN, _pool_shape, _float_same("MaxPool2d"), dt.FLOATS, "window",
-         Grad.RULE, "Max over NCHW windows; padding counts as -inf; nan propagates.",
-         "window")
+_declare(OpKind.MaxPool2d, 1, _WIN, _pool_shape, _unary_dtype("MaxPool2d", dt.NUMERIC), dt.NUMERIC,
+         "window", Grad.RULE,
+         "Max over NCHW windows; padding counts as -inf (INT_MIN for int32, the dtype is "
+         "kept); nan propagates.", "window")
 _declare(OpKind.MaxPool2dBackward, 2, _WIN, _pool_bwd_shape, _float_same("MaxPool2dBackward"),
          dt.FLOATS, "window", Grad.RULE,
          "Route each window's gradient to the first maximum of that window in x (adjoint of "

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..trace import dtypes as dt
 from ..trace.graph import Node
-from ..trace.ops import OpKind as K
+from ..trace.ops import SPECS, OpKind as K
 from ..trace.shapes import size_of
 from .expr import E
 
@@ -243,12 +243,9 @@ def _window_op(ctx, n, ins, bat):
 
 # --------------------------------------------------------------------------- the table
 
-_ELEMENTWISE = [
-    K.Neg, K.Reciprocal, K.Exp, K.Log, K.Log1p, K.Expm1, K.Sqrt, K.Rsqrt, K.Sin, K.Cos, K.Tanh,
-    K.Sigmoid, K.Abs, K.Sign, K.Erf, K.Erfc, K.Relu, K.Gelu, K.Silu, K.Cast, K.Copy,
-    K.StopGradient, K.Add, K.Sub, K.Mul, K.Div, K.Pow, K.Maximum, K.Minimum, K.Where,
-    K.Equal, K.NotEqual, K.Less, K.LessEqual, K.Greater, K.GreaterEqual,
-]
+# every operator of the elementwise kernel family (read from the registry, so a new one
+# is batched without being listed here)
+_ELEMENTWISE = [k for k, s in SPECS.items() if s.kernel == "elementwise"]
 
 BATCH_RULES: dict[K, Rule] = {
     K.Input: _leaf, K.Const: _leaf, K.Full: _leaf, K.Arange: _leaf,

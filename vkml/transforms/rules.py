@@ -91,6 +91,17 @@ def _pow_b(n, g, a, b):
     return g * where(zero, 0.0, E(n) * log(where(zero, 1.0, a)))
 
 
+def _integer_pow(n, g, x):
+    """n * x ** (n - 1), itself an IntegerPow (so x ** 2 has gradient exactly 2 * x, and
+    second order stays on the multiplication chain); x ** 0 is constant."""
+    e = n.attrs["exponent"]
+    if e == 0:
+        return (None,)
+    m = e - 1 if isinstance(e, int) else e - 1.0
+    d = x if m == 1 else (None if m == 0 else op(K.IntegerPow, x, exponent=m))
+    return (g * e if d is None else g * (d * e),)
+
+
 def _permute(n, g, x):
     perm = n.attrs["perm"]
     inv = [0] * len(perm)
@@ -194,6 +205,7 @@ RULES = {
     K.Mul: _binary(lambda n, g, a, b: g * b, lambda n, g, a, b: g * a),
     K.Div: _binary(lambda n, g, a, b: g / b, lambda n, g, a, b: -g * E(n) / b),
     K.Pow: _binary(_pow_a, _pow_b),
+    K.IntegerPow: _integer_pow,
     K.Maximum: _binary(lambda n, g, a, b: _ties(a, b, g), lambda n, g, a, b: _ties(b, a, g)),
     K.Minimum: _binary(lambda n, g, a, b: _ties(b, a, g), lambda n, g, a, b: _ties(a, b, g)),
     K.Where: lambda n, g, c, a, b: (None, unbroadcast(where(c, g, 0.0), a.shape),

@@ -330,7 +330,8 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET) -> Region:
             args = tuple(visit(i, ([("b", n.shape)] if i.shape != n.shape else []) + steps)
                          for i in n.inputs)
             in_dt = n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype
-            w = op_weight(n.op, np.dtype(in_dt), n.dtype, n.attrs.get("approximate"))
+            w = op_weight(n.op, np.dtype(in_dt), n.dtype, n.attrs.get("approximate"),
+                          n.attrs.get("exponent"))
             if reg.weight + w > budget:
                 # split off the largest subtree on the current path that fits the budget,
                 # else cut below this node (its first computed operand)
@@ -466,7 +467,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     from .lower.elementwise import op_weight
     cheap = {n.id for n in nodes if kind[n.id] == "ew" and n.op is not OpKind.Sum and op_weight(
         n.op, np.dtype(n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype),
-        n.dtype, n.attrs.get("approximate")) <= 1}
+        n.dtype, n.attrs.get("approximate"), n.attrs.get("exponent")) <= 1}
     while True:
         member: dict[int, frozenset] = {}
         for n in reversed(nodes):
