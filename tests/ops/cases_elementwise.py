@@ -379,3 +379,87 @@ for _d, _params in {I32: [(10, -3, 2), (0, 0, 1), (1, 5, -1), (300, 100, -3)],
                     F64: [(7, 0.5, 0.1), (0, 0.0, 1.0), (300, -1.25, 0.01), (5, 3.0, -0.75)]}.items():
     for _n, _start, _step in _params:
         _arange_case(_n, _start, _step, _d)
+
+# --------------------------------------------------------------------------- bitwise
+# int32 over the whole range (the sign bit included) and bool as 0/1 words; shift counts
+# outside [0, 32) get NumPy's int32 answers (0, or the sign for a right shift)
+_INT_BITS = [0, 1, -1, 6, -8, 0x55555555, -0x55555556, 2147483647, -2147483648]
+_COUNTS = [0, 1, 2, 30, 31, 32, 33, 100, -1, -31, -32, -2147483648, 2147483647]
+for _op, _f in [(OpKind.BitwiseAnd, np.bitwise_and), (OpKind.BitwiseOr, np.bitwise_or),
+                (OpKind.BitwiseXor, np.bitwise_xor)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    for _nm, _sx, _sy in [("bcast-3x1x4-5x1", (3, 1, 4), (5, 1)), ("0d-left", (), (4,)),
+                          ("size0", (0, 3), (1, 3)), ("257", (257,), (257,))]:
+        _add(_op, _nm, _c, _f, [rand(_sx, I32, -2**31, 2**31 - 1), rand(_sy, I32, -2**31, 2**31 - 1)],
+             I32, exact=True)
+    _add(_op, "transposed", (lambda op: lambda x, y: bind(op, [x.T, y[::2]]))(_op),
+         (lambda f: lambda x, y: f(x.T, y[::2]))(_f),
+         [rand((4, 3), I32, -100, 100), rand((6, 4), I32, -100, 100)], I32, exact=True)
+    _add(_op, "edges", _c, _f, list(_grid(_INT_BITS, I32)), I32, exact=True)
+    _add(_op, "all-pairs", _c, _f,
+         [np.array([False, False, True, True]), np.array([False, True, False, True])], BOOL, exact=True)
+    _add(_op, "bcast", _c, _f, [rand((3, 1, 4), BOOL), rand((5, 1), BOOL)], BOOL, exact=True)
+for _op, _f in [(OpKind.ShiftLeft, np.left_shift), (OpKind.ShiftRight, np.right_shift)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    _x, _y = np.meshgrid(np.array(_INT_BITS, I32), np.array(_COUNTS, I32), indexing="ij")
+    _add(_op, "edges", _c, _f, [_x.ravel(), _y.ravel()], I32, exact=True)
+    _add(_op, "bcast-3x1x4-5x1", _c, _f, [rand((3, 1, 4), I32, -2**31, 2**31 - 1),
+                                         rand((5, 1), I32, -3, 40)], I32, exact=True)
+    _add(_op, "transposed", (lambda op: lambda x, y: bind(op, [x.T, y]))(_op),
+         (lambda f: lambda x, y: f(x.T, y))(_f), [rand((4, 3), I32, -1000, 1000), rand((3, 4), I32, 0, 31)],
+         I32, exact=True)
+    _add(_op, "size0", _c, _f, [rand((0, 2), I32), rand((2,), I32)], I32, exact=True)
+_bn = lambda x: bind(OpKind.BitwiseNot, [x])
+_add(OpKind.BitwiseNot, "edges", _bn, np.invert, [np.array(_INT_BITS, I32)], I32, exact=True)
+_add(OpKind.BitwiseNot, "transposed", lambda x: _bn(x.T), lambda x: np.invert(x.T),
+     [rand((4, 3), I32, -2**31, 2**31 - 1)], I32, exact=True)
+_add(OpKind.BitwiseNot, "size0", _bn, np.invert, [rand((0, 3), I32)], I32, exact=True)
+_add(OpKind.BitwiseNot, "values", _bn, np.invert, [np.array([True, False, True])], BOOL, exact=True)
+_add(OpKind.BitwiseNot, "strided", lambda x: _bn(x[::2]), lambda x: np.invert(x[::2]),
+     [rand((9, 3), BOOL)], BOOL, exact=True)
+
+# comparisons on bool order False < True (as NumPy)
+for _op, _f in [(OpKind.Less, np.less), (OpKind.LessEqual, np.less_equal),
+                (OpKind.Greater, np.greater), (OpKind.GreaterEqual, np.greater_equal)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    _add(_op, "all-pairs", _c, _f,
+         [np.array([False, False, True, True]), np.array([False, True, False, True])], BOOL)
+    _add(_op, "bcast-3x1x4-5x1", _c, _f, [rand((3, 1, 4), BOOL), rand((5, 1), BOOL)], BOOL)
+
+# --------------------------------------------------------------------------- IntegerPow
+# x ** n against NumPy's power: 1 and 2 exactly (one rounding, as the oracle's), longer
+# chains within a few roundings; the specials at 0, -0, +-inf and nan are C's pow (and
+# sqrt's for 0.5, which is what NumPy's power gives there)
+_IPOW_SPECIAL = [0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 0.5, -0.75, 1e10, 1e-10, INF, -INF, NAN]
+
+
+def _ipow(e):
+    return lambda x: bind(OpKind.IntegerPow, [x], exponent=e)
+
+
+def _ipow_ref(e, d):
+    return _rounded(lambda x: np.power(x, e), d)
+
+
+for _d in FLOATS:
+    for _e in (1, 2):
+        _add(OpKind.IntegerPow, f"exact-{_e}", _ipow(_e), _ipow_ref(_e, _d), [rand((300,), _d, -1e3, 1e3)],
+             _d, exact=True)
+    for _e in (0, 1, 2, 3, 4, 7, 10, 31, -1, -2, -3, -7, 0.5, 1.5, 2.5, -0.5, -1.5, -3.5):
+        _add(OpKind.IntegerPow, f"edges-{_e}", _ipow(_e), _ipow_ref(_e, _d), [_arr(_IPOW_SPECIAL, _d)], _d)
+        _add(OpKind.IntegerPow, f"random-{_e}", _ipow(_e), _ipow_ref(_e, _d), [rand((3, 1, 5), _d, -3, 3)], _d)
+    _add(OpKind.IntegerPow, "transposed", lambda x: _ipow(3)(x.T), lambda x, r=_ipow_ref(3, _d): r(x.T),
+         [rand((4, 6), _d)], _d)
+    _add(OpKind.IntegerPow, "strided-half", lambda x: _ipow(-2.5)(x[::2]),
+         lambda x, r=_ipow_ref(-2.5, _d): r(x[::2]), [rand((9, 3), _d, 0.1, 4)], _d)
+    _add(OpKind.IntegerPow, "size0", _ipow(5), _ipow_ref(5, _d), [rand((0, 3), _d)], _d)
+    _add(OpKind.IntegerPow, "0d", _ipow(-1), _ipow_ref(-1, _d), [rand((), _d, 0.5, 2)], _d)
+    # a long chain: about log2(n) squarings, each doubling the relative error (n ulp at most)
+    _add(OpKind.IntegerPow, "long-chain-100", _ipow(100), _ipow_ref(100, _d),
+         [_unif(0.5, 2.0, 500, _d)], _d, rtol=100 * np.finfo(_d).eps, atol=0.0)
+for _e in (0, 1, 2, 3, 5, 13, 31, 32):
+    # int32 wraps on overflow as NumPy's does
+    _add(OpKind.IntegerPow, f"int-{_e}", _ipow(_e), lambda x, e=_e: np.power(x, e),
+         [np.array(_INT_SPECIAL + [-2, 3, -5, 100, 65536], I32)], I32, exact=True)
+_add(OpKind.IntegerPow, "int-transposed", lambda x: _ipow(3)(x.T), lambda x: np.power(x.T, 3),
+     [rand((4, 6), I32, -1000, 1000)], I32, exact=True)
