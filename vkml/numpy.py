@@ -363,6 +363,41 @@ left_shift = _bitwise(OpKind.ShiftLeft, "left_shift", shift=True)
 right_shift = _bitwise(OpKind.ShiftRight, "right_shift", shift=True)
 
 
+def _division_operands(name: str, x, y) -> list[Array]:
+    """int32 operands of an integer division (bool promotes; floats raise)."""
+    (x, y), d = _operands(name, x, y)
+    if dt.is_float(d):
+        raise DTypeError(f"{name}: float operands ({x.dtype}, {y.dtype}) are not supported yet "
+                         f"(NumPy's float {name} needs an exact fmod); integer and bool "
+                         f"operands are")
+    return [x.astype(dt.int32), y.astype(dt.int32)]
+
+
+def _int_division(kind: OpKind, name: str):
+    def f(x, y) -> Array:
+        return bind(kind, _division_operands(name, x, y))
+    f.__name__ = name
+    f.__doc__ = (f"Elementwise {name} of integers with NumPy's rules (floor division, the "
+                 f"remainder has the sign of the divisor, division by 0 gives 0).\n\n"
+                 f">>> {name}(asarray([7, -7]), 2).numpy().tolist()  # doctest: +SKIP\n")
+    return f
+
+
+floor_divide = _int_division(OpKind.FloorDivide, "floor_divide")
+remainder = _int_division(OpKind.Remainder, "remainder")
+mod = remainder
+
+
+def divmod(x, y) -> tuple[Array, Array]:
+    """(floor_divide(x, y), remainder(x, y)).
+
+    >>> [v.numpy().tolist() for v in divmod(asarray([7, -7]), 2)]
+    [[3, -4], [1, 1]]
+    """
+    x, y = _division_operands("divmod", x, y)
+    return bind(OpKind.FloorDivide, [x, y]), bind(OpKind.Remainder, [x, y])
+
+
 def invert(x) -> Array:
     """~x: bitwise not of integers (-x - 1), logical not of bools; floats raise TypeError.
 

@@ -276,6 +276,26 @@ def _windows(x, k, s, p, fill):
     return w
 
 
+def test_max_pool2d_keeps_int32():
+    """The max of integers is an integer: int32 in, int32 out, exactly NumPy's max (padding
+    is INT_MIN, so it never wins); bool input pools as int32."""
+    x = RNG.integers(-2**31, 2**31 - 1, size=(2, 3, 5, 6), dtype=np.int64).astype(np.int32)
+    for k, s, p in [((2, 2), (2, 2), (0, 0)), ((3, 2), (2, 1), (1, 1)), ((3, 3), (1, 1), (1, 1))]:
+        got = F.max_pool2d(vnp.asarray(x), k, stride=s, padding=p)
+        want = _windows(x.astype(np.int64), k, s, p, np.iinfo(np.int32).min).max(-1).astype(np.int32)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(got), want)
+    low = np.full((1, 1, 2, 2), np.iinfo(np.int32).min, np.int32)
+    np.testing.assert_array_equal(np.asarray(F.max_pool2d(vnp.asarray(low), 2, stride=1, padding=1)),
+                                  np.full((1, 1, 3, 3), np.iinfo(np.int32).min))
+    b = RNG.random((1, 2, 4, 4)) < 0.3
+    got = F.max_pool2d(vnp.asarray(b), 2)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), _windows(b.astype(np.int32), (2, 2), (2, 2), (0, 0), 0).max(-1))
+    got = F.max_pool2d(vnp.asarray(x[0]), 2)                   # unbatched CHW
+    assert got.dtype == np.int32 and got.shape == (3, 2, 3)
+
+
 def test_max_pool2d():
     x = RNG.standard_normal((2, 3, 7, 6))
     close64(F.max_pool2d(f64(x), 2), _windows(x, (2, 2), (2, 2), (0, 0), -np.inf).max(-1))

@@ -463,3 +463,18 @@ for _e in (0, 1, 2, 3, 5, 13, 31, 32):
          [np.array(_INT_SPECIAL + [-2, 3, -5, 100, 65536], I32)], I32, exact=True)
 _add(OpKind.IntegerPow, "int-transposed", lambda x: _ipow(3)(x.T), lambda x: np.power(x.T, 3),
      [rand((4, 6), I32, -1000, 1000)], I32, exact=True)
+
+# --------------------------------------------------------------------------- FloorDivide, Remainder
+# NumPy's integer division: floor, the remainder takes the divisor's sign, x // 0 and x % 0
+# are 0, INT_MIN // -1 wraps
+_DIV_INTS = [0, 1, -1, 2, -2, 3, -3, 7, -7, 2147483647, -2147483647, -2147483648]
+for _op, _f in [(OpKind.FloorDivide, np.floor_divide), (OpKind.Remainder, np.remainder)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    _ref = (lambda f: lambda x, y: _rounded(f, I32)(x, y))(_f)
+    _add(_op, "edges", _c, _ref, list(_grid(_DIV_INTS, I32)), I32, exact=True)
+    _add(_op, "bcast-3x1x4-5x1", _c, _ref, [rand((3, 1, 4), I32, -100, 100), rand((5, 1), I32, -9, 9)],
+         I32, exact=True)
+    _add(_op, "transposed", (lambda op: lambda x, y: bind(op, [x.T, y[::2]]))(_op),
+         (lambda r: lambda x, y: r(x.T, y[::2]))(_ref),
+         [rand((4, 3), I32, -2**31, 2**31 - 1), rand((6, 4), I32, -2**31, 2**31 - 1)], I32, exact=True)
+    _add(_op, "size0", _c, _ref, [rand((0, 3), I32), rand((3,), I32)], I32, exact=True)

@@ -157,7 +157,8 @@ CASES[K.IntegerPow] = [Case(u(K.IntegerPow, exponent=3), [a(B, 2, 3)], name="cub
                        Case(u(K.IntegerPow, exponent=-1.5), [pos(2, B, dtype=F64)], in_axes=1, name="half"),
                        Case(u(K.IntegerPow, exponent=5), [a(B, 4, dtype=I32, lo=-9, hi=9)], name="int",
                             exact=True)]
-for _k in (K.BitwiseAnd, K.BitwiseOr, K.BitwiseXor, K.ShiftLeft, K.ShiftRight):
+for _k in (K.BitwiseAnd, K.BitwiseOr, K.BitwiseXor, K.ShiftLeft, K.ShiftRight, K.FloorDivide,
+           K.Remainder):
     CASES[_k] = [Case(b(_k), [a(B, 2, 3, dtype=I32, lo=-40, hi=40), a(3, dtype=I32, lo=-2, hi=33)],
                       (0, None), exact=True),
                  Case(b(_k), [a(2, 3, dtype=I32, lo=-40, hi=40), a(B, 3, dtype=I32, lo=-2, hi=33)],

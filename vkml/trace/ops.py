@@ -33,6 +33,7 @@ class OpKind(enum.Enum):
     # bitwise (bool and int32 only)
     BitwiseAnd = "BitwiseAnd"; BitwiseOr = "BitwiseOr"; BitwiseXor = "BitwiseXor"
     BitwiseNot = "BitwiseNot"; ShiftLeft = "ShiftLeft"; ShiftRight = "ShiftRight"
+    FloorDivide = "FloorDivide"; Remainder = "Remainder"
     # comparisons
     Equal = "Equal"; NotEqual = "NotEqual"; Less = "Less"; LessEqual = "LessEqual"
     Greater = "Greater"; GreaterEqual = "GreaterEqual"
@@ -327,6 +328,11 @@ _BITWISE = {
     OpKind.ShiftRight: (dt.INTS, "x >> y, arithmetic (the sign bit is copied in); a count y "
                                  "< 0 or >= 32 gives -1 for negative x and 0 otherwise (as "
                                  "NumPy)"),
+    # integer division as NumPy's (int32 only for now: a float needs an exact fmod)
+    OpKind.FloorDivide: (dt.INTS, "x // y rounded toward -inf; x // 0 is 0 and INT_MIN // -1 "
+                                  "wraps to INT_MIN (as NumPy)"),
+    OpKind.Remainder: (dt.INTS, "x % y with the sign of y (x - y * (x // y)); x % 0 is 0 (as "
+                                "NumPy)"),
 }
 for _k, (_ds, _doc) in _BITWISE.items():
     _declare(_k, 2, (), _bcast(_k.value), _binary_dtype(_k.value, _ds), _ds, "elementwise",

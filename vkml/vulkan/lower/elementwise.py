@@ -79,6 +79,13 @@ _INT_EXPR = {
     # shift and the sign (a >> 31: 0 or -1) for the arithmetic right shift
     OpKind.ShiftLeft: "((uint(b) < 32u) ? (a << b) : 0)",
     OpKind.ShiftRight: "((uint(b) < 32u) ? (a >> b) : (a >> 31))",
+    # NumPy's floor division from the truncating one: one less where the truncated
+    # remainder is non-zero with the sign opposite to b's; b == 0 gives 0 and b == -1 is
+    # -a (INT_MIN / -1 is undefined in SPIR-V, NumPy wraps it)
+    OpKind.FloorDivide: ("((b == 0) ? 0 : ((b == -1) ? -a : ((a / b) - "
+                         "((((a - (a / b) * b) ^ b) < 0 && (a - (a / b) * b) != 0) ? 1 : 0))))"),
+    OpKind.Remainder: ("((b == 0 || b == -1) ? 0 : ((a - (a / b) * b) + "
+                       "((((a - (a / b) * b) ^ b) < 0 && (a - (a / b) * b) != 0) ? b : 0)))"),
 }
 _CMP = {OpKind.Equal: "==", OpKind.NotEqual: "!=", OpKind.Less: "<", OpKind.LessEqual: "<=",
         OpKind.Greater: ">", OpKind.GreaterEqual: ">="}
