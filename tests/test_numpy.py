@@ -710,6 +710,11 @@ def test_integer_power_dtypes():
     check(a ** 0, x ** 0, I32)
     check(a ** 2.0, x.astype(F64) ** 2, F32)         # a Python float makes it float32
     check(vnp.asarray([True, False]) ** 3, np.array([1, 0]), I32)
+    # NumPy scalars are strongly typed, as everywhere else in vkml.numpy
+    check(a ** np.float64(2), x.astype(F64) ** 2, F64)
+    check(a ** np.int64(2), x ** 2, I32)
+    check(vnp.asarray([1.5], F32) ** np.float64(2), np.array([2.25]), F64)
+    check(vnp.asarray([1.5], F64) ** 2, np.array([2.25]), F64)
     for e in (-1, -2, np.int64(-3)):
         with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed."):
             a ** e

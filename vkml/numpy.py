@@ -274,8 +274,7 @@ minimum = _binary(OpKind.Minimum, "minimum", bool_ok=True)
 
 def _host_scalar(v) -> bool:
     """A Python or NumPy scalar: its value is known while tracing."""
-    return (isinstance(v, (bool, int, float)) or isinstance(v, (_np.integer, _np.floating, _np.bool_))) \
-        and not isinstance(v, Array)
+    return isinstance(v, (bool, int, float, _np.bool_, _np.integer, _np.floating))
 
 
 def power(x, y) -> Array:
@@ -284,17 +283,23 @@ def power(x, y) -> Array:
     is x and x ** 2 is x * x, gradients included; an integer base then stays integer
     (a negative exponent raises ValueError, as NumPy). Anything else is `Pow` in float.
 
-    >>> power(asarray([3.0]), 2).tolist() if False else power(asarray([3.0]), 2).numpy().tolist()
+    >>> power(asarray([3.0]), 2).numpy().tolist()
     [9.0]
     """
     n = _ops.integer_pow_exponent(y) if _host_scalar(y) else None
     if n is not None:
-        (xa, _), d = _operands("power", x, y)
+        (xa,), dx = _operands("power", x)
+        # the exponent takes part in promotion (weakly when a Python scalar) but is not
+        # made an array: it is the operator's attribute
+        if isinstance(y, (bool, int, float)) and not isinstance(y, _np.generic):
+            d = dt.promote_weak([dx], [type(y)])
+        else:
+            d = dt.promote(dx, dt.canonical(_np.asarray(y).dtype, "power"))
         if d == dt.bool_:
-            xa, d = xa.astype(dt.int32), dt.int32
+            d = dt.int32
         if not dt.is_float(d) and n < 0:
             raise ValueError("Integers to negative integer powers are not allowed.")
-        return bind(OpKind.IntegerPow, [xa], exponent=n)
+        return bind(OpKind.IntegerPow, [xa.astype(d)], exponent=n)
     (x, y), _ = _float_operands("power", x, y)
     return bind(OpKind.Pow, [x, y])
 

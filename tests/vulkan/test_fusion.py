@@ -82,6 +82,8 @@ def _attrs(kind, dtype):
         return {"dtype": np.dtype(np.float32) if np.dtype(dtype) != np.float32 else np.dtype(np.int32)}
     if kind is OpKind.Gelu:
         return {"approximate": False}
+    if kind is OpKind.IntegerPow:
+        return {"exponent": 3 if np.dtype(dtype).kind == "i" else -1.5}
     return {}
 
 
@@ -551,3 +553,25 @@ def test_small_kernels_reading_only_inputs_are_scheduled_first(monkeypatch):
     X = x.astype(np.float64)
     np.testing.assert_allclose(float(got[0]), np.tanh(X @ X).sum() / np.sum(y != 3), rtol=1e-4)
     np.testing.assert_allclose(np.asarray(got[1]), np.exp(X) * 2, rtol=1e-6)
+
+
+def test_integer_pow_chains_fuse_with_their_neighbours():
+    """IntegerPow's multiplication chain is statements inside the region's function: it
+    fuses with the ops around it (and into a reduction's prologue), and a long chain counts
+    its multiplications against the code budget."""
+    x = _data((4, 8), np.float64)
+    k = _data((4, 8), np.int32)
+
+    def f(x, k):
+        a = (x ** 7 + x ** -2 - x ** 2.5 * 0.5) * (x ** 1)
+        s = vnp.sum(x ** 3, axis=1)
+        return a, s, (k ** 13) & 0xFF, k ** 0
+    got, want, lo_f, lo_u = _both(f, x, k)
+    _agree(got, want)
+    assert lo_f.kernel_count < lo_u.kernel_count
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(np.asarray(got[0]), (x ** 7 + x ** -2.0 - x ** 2.5 * 0.5) * x,
+                                   rtol=1e-13, equal_nan=True)
+        np.testing.assert_array_equal(np.asarray(got[2]), (k ** 13) & 0xFF)
+    assert ew.op_weight(OpKind.IntegerPow, np.dtype(np.float32), np.dtype(np.float32), None, 2 ** 20) > 20
+    assert ew.op_weight(OpKind.IntegerPow, np.dtype(np.float32), np.dtype(np.float32), None, 1) == 1

@@ -322,8 +322,8 @@ _BITWISE = {
     OpKind.BitwiseAnd: (dt.INTEGRAL, "x & y: bitwise and (logical and on bool)"),
     OpKind.BitwiseOr: (dt.INTEGRAL, "x | y: bitwise or (logical or on bool)"),
     OpKind.BitwiseXor: (dt.INTEGRAL, "x ^ y: bitwise exclusive or (logical xor on bool)"),
-    # NumPy's int32 results for counts outside [0, 32): what shifting one bit at a time
-    # would give (GLSL leaves them undefined, so the kernel tests the count)
+    # NumPy's int32 results for counts outside [0, 32) (it reads a count as unsigned, so a
+    # negative one is a huge one); GLSL leaves them undefined, so the kernel tests the count
     OpKind.ShiftLeft: (dt.INTS, "x << y; a count y < 0 or >= 32 gives 0 (as NumPy)"),
     OpKind.ShiftRight: (dt.INTS, "x >> y, arithmetic (the sign bit is copied in); a count y "
                                  "< 0 or >= 32 gives -1 for negative x and 0 otherwise (as "
