@@ -778,19 +778,30 @@ def test_floor_divide_and_remainder_on_integers():
     check(vkml.vmap(lambda t: t % 4)(a), x % 4, I32)
 
 
-@pytest.mark.parametrize("sym", ["//", "%", "divmod"])
-def test_float_floor_division_raises_naming_the_operator_and_dtypes(sym):
-    a = vnp.asarray([5.0, 6.0])
-    x = np.array([2.0, 3.0])
-    name = {"//": "floor_divide", "%": "remainder", "divmod": "divmod"}[sym]
-    for l, r in [(a, a), (x, a), (a, x), (2, a), (a, 2.5), (vnp.asarray([1, 2]), 2.0)]:
-        with pytest.raises(TypeError, match=f"{name}: float operands \\((float32|float64), (float32|float64)\\)"):
-            divmod(l, r) if sym == "divmod" else _apply(sym, l, r)
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_floor_divide_and_remainder_on_floats_are_numpys(dtype):
+    """npy_divmod over an exact fmod: huge quotients, signed zeros, inf and nan as NumPy."""
+    x = np.array([7.0, -7.0, 7.0, -7.0, 0.0, -0.0, 1e30, -1e30, 5.0, np.inf, 5.0, -5.0, np.nan,
+                  1.0, 3.0, 0.3, -0.3, 2.5], dtype)
+    y = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, 3.0, 7.0, 0.0, 2.0, np.inf, np.inf, 1.0,
+                  0.1, -0.0, 0.1, 0.1, -0.5], dtype)
+    a, b = vnp.asarray(x), vnp.asarray(y)
+    with np.errstate(all="ignore"):
+        for got, want in [(a // b, x // y), (a % b, x % y), (divmod(a, b)[0], x // y),
+                          (divmod(a, b)[1], x % y), (vnp.floor_divide(a, 0.1), x // dtype(0.1)),
+                          (vnp.remainder(x, b), x % y), (1.0 % b, dtype(1.0) % y)]:
+            check(got, want, dtype, rtol=0, atol=0)
+            g, w = np.asarray(got), np.asarray(want)
+            ok = np.isnan(w) | (np.signbit(g) == np.signbit(w))
+            assert ok.all(), (g, w)                          # -0.0 where NumPy says so
+    assert (vnp.asarray([1, 2]) // 2.0).dtype == F32       # int // Python float: float32
 
-    def traced(t):
-        return _apply(sym, x, t) if sym != "divmod" else divmod(x, t)[0]
-    with pytest.raises(TypeError, match=name):
-        vkml.jit(traced)(a)
+
+def test_remainder_gradient():
+    x, y = vnp.asarray([5.5, -3.25], F64), vnp.asarray([2.0, 1.5], F64)
+    gx, gy = vkml.grad(lambda x, y: (x % y).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(np.asarray(gx), [1.0, 1.0])
+    np.testing.assert_array_equal(np.asarray(gy), -(np.array([5.5, -3.25]) // np.array([2.0, 1.5])))
 
 
 def test_operands_the_array_cannot_take_raise_type_error():

@@ -369,21 +369,18 @@ right_shift = _bitwise(OpKind.ShiftRight, "right_shift", shift=True)
 
 
 def _division_operands(name: str, x, y) -> list[Array]:
-    """int32 operands of an integer division (bool promotes; floats raise)."""
+    """Operands of floor division and remainder (bool promotes to int32, as NumPy's
+    integer result)."""
     (x, y), d = _operands(name, x, y)
-    if dt.is_float(d):
-        raise DTypeError(f"{name}: float operands ({x.dtype}, {y.dtype}) are not supported yet "
-                         f"(NumPy's float {name} needs an exact fmod); integer and bool "
-                         f"operands are")
-    return [x.astype(dt.int32), y.astype(dt.int32)]
+    return [x.astype(dt.int32), y.astype(dt.int32)] if d == dt.bool_ else [x, y]
 
 
 def _int_division(kind: OpKind, name: str):
     def f(x, y) -> Array:
         return bind(kind, _division_operands(name, x, y))
     f.__name__ = name
-    f.__doc__ = (f"Elementwise {name} of integers with NumPy's rules (floor division, the "
-                 f"remainder has the sign of the divisor, division by 0 gives 0).\n\n"
+    f.__doc__ = (f"Elementwise {name} with NumPy's rules (floor division, the remainder has "
+                 f"the sign of the divisor; exact on floats too).\n\n"
                  f">>> {name}(asarray([7, -7]), 2).numpy().tolist()  # doctest: +SKIP\n")
     return f
 

@@ -478,3 +478,19 @@ for _op, _f in [(OpKind.FloorDivide, np.floor_divide), (OpKind.Remainder, np.rem
          (lambda r: lambda x, y: r(x.T, y[::2]))(_ref),
          [rand((4, 3), I32, -2**31, 2**31 - 1), rand((6, 4), I32, -2**31, 2**31 - 1)], I32, exact=True)
     _add(_op, "size0", _c, _ref, [rand((0, 3), I32), rand((3,), I32)], I32, exact=True)
+
+# floats: NumPy's divmod over an exact fmod (quotients up to 2^277 in float32), inf, nan and
+# the signs of zeros; the oracle is NumPy in the case's own dtype (its fmod is exact too)
+_DIV_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.1, -0.3, 2.5, 7.0, -7.0, 1e-30, 3e38, -3e38, INF, -INF, NAN]
+for _op, _f in [(OpKind.FloorDivide, np.floor_divide), (OpKind.Remainder, np.remainder)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    for _d in FLOATS:
+        _ref = (lambda f, d: lambda x, y: _rounded(f, d)(x.astype(d), y.astype(d)))(_f, _d)
+        _add(_op, "edges", _c, _ref, list(_grid(_DIV_FLOATS, _d)), _d, exact=True)
+        _add(_op, "bcast-3x1x4-5x1", _c, _ref, [rand((3, 1, 4), _d, -20, 20), rand((5, 1), _d, -3, 3)],
+             _d, exact=True)
+        _add(_op, "transposed", (lambda op: lambda x, y: bind(op, [x.T, y[::2]]))(_op),
+             (lambda r: lambda x, y: r(x.T, y[::2]))(_ref), [rand((4, 3), _d), rand((6, 4), _d)], _d, exact=True)
+        _big = 1e30 if _d is F32 else 1e300
+        _add(_op, "wide", _c, _ref, [_logu(1e-30, _big, 500, _d), _logu(1e-30, _big, 500, _d)], _d, exact=True)
+        _add(_op, "size0", _c, _ref, [rand((0, 3), _d), rand((3,), _d)], _d, exact=True)

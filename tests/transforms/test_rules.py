@@ -70,6 +70,8 @@ CASES = {
     # every kind of exponent: its rule is again an IntegerPow (down to 1 and 0)
     K.IntegerPow: (lambda x: sum((bind(K.IntegerPow, [x], exponent=e) for e in (0, 1, 2, 3, 7, -1, -2, 0.5, 1.5, -0.5, -2.5)),
                                  start=x * 0.0), [pos(5)]),
+    # away from the jumps: x / y stays inside one integer interval under the FD step
+    K.Remainder: (b(K.Remainder), [vnp.asarray([5.3, -3.7, 0.4, 9.1], F64), vnp.asarray([2.0, 1.5, -0.7, -2.2], F64)]),
     K.Maximum: (lambda x, y: bind(K.Maximum, [x, y]) * x, [a(6), a(6)]),
     K.Minimum: (lambda x, y: bind(K.Minimum, [x, y]) * y, [a(6), a(6)]),
     K.Where: (lambda x, y: bind(K.Where, [vnp.asarray([True, False, True]), x * x, y]), [a(2, 3), a(3)]),

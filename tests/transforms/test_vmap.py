@@ -166,6 +166,8 @@ for _k in (K.BitwiseAnd, K.BitwiseOr, K.BitwiseXor, K.ShiftLeft, K.ShiftRight, K
 for _k in (K.BitwiseAnd, K.BitwiseOr, K.BitwiseXor):
     CASES[_k].append(Case(b(_k), [a(B, 3, dtype=np.bool_), a(B, 2, 3, dtype=np.bool_)], name="bool",
                           exact=True))
+for _k in (K.FloorDivide, K.Remainder):
+    CASES[_k].append(Case(b(_k), [a(B, 3, dtype=F64), pos(3, B, dtype=F64)], (0, 1), name="float"))
 CASES[K.BitwiseNot] = [Case(u(K.BitwiseNot), [a(B, 4, dtype=I32, lo=-9, hi=9)], exact=True),
                        Case(u(K.BitwiseNot), [a(2, B, dtype=np.bool_)], in_axes=1, name="bool", exact=True)]
 CASES[K.Less].append(Case(b(K.Less), [a(B, 3, dtype=np.bool_), a(3, dtype=np.bool_)], (0, None),

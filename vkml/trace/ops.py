@@ -328,15 +328,21 @@ _BITWISE = {
     OpKind.ShiftRight: (dt.INTS, "x >> y, arithmetic (the sign bit is copied in); a count y "
                                  "< 0 or >= 32 gives -1 for negative x and 0 otherwise (as "
                                  "NumPy)"),
-    # integer division as NumPy's (int32 only for now: a float needs an exact fmod)
-    OpKind.FloorDivide: (dt.INTS, "x // y rounded toward -inf; x // 0 is 0 and INT_MIN // -1 "
-                                  "wraps to INT_MIN (as NumPy)"),
-    OpKind.Remainder: (dt.INTS, "x % y with the sign of y (x - y * (x // y)); x % 0 is 0 (as "
-                                "NumPy)"),
 }
 for _k, (_ds, _doc) in _BITWISE.items():
     _declare(_k, 2, (), _bcast(_k.value), _binary_dtype(_k.value, _ds), _ds, "elementwise",
              Grad.INTEGER, _doc + "; shapes broadcast.", "binary")
+# NumPy's integer-valued division: on int32 exact (x // 0 and x % 0 are 0, INT_MIN // -1
+# wraps); on floats npy_divmod's algorithm over an exact fmod
+_declare(OpKind.FloorDivide, 2, (), _bcast("FloorDivide"), _binary_dtype("FloorDivide", dt.NUMERIC),
+         dt.NUMERIC, "elementwise", Grad.DISCONTINUOUS,
+         "x // y: the quotient rounded toward -inf, as NumPy (floats: (x - fmod(x, y)) / y "
+         "snapped to an integer; x // 0 is x / 0; int32: x // 0 is 0, INT_MIN // -1 wraps); "
+         "shapes broadcast.", "binary")
+_declare(OpKind.Remainder, 2, (), _bcast("Remainder"), _binary_dtype("Remainder", dt.NUMERIC),
+         dt.NUMERIC, "elementwise", Grad.RULE,
+         "x % y with the sign of y, as NumPy (from an exact fmod; floats: x % 0 is nan, a zero "
+         "remainder takes y's sign; int32: x % 0 is 0); shapes broadcast.", "binary")
 _declare(OpKind.BitwiseNot, 1, (), _same_shape, _unary_dtype("BitwiseNot", dt.INTEGRAL),
          dt.INTEGRAL, "elementwise", Grad.INTEGER,
          "~x: bitwise not (-x - 1) on int32, logical not on bool.", "unary")

@@ -66,6 +66,8 @@ _FLOAT_EXPR = {
     # Vulkan guarantees division only for |b| in [2^-126, 2^126]: vk_div scales the rest
     OpKind.Div: "vk_div(a, b)",
     OpKind.Pow: "vk_pow(a, b)",
+    OpKind.FloorDivide: "vk_floordiv(a, b)",
+    OpKind.Remainder: "vk_remainder(a, b)",
     OpKind.Maximum: "((a > b || isnan(a)) ? a : b)",
     OpKind.Minimum: "((a < b || isnan(a)) ? a : b)",
 }
@@ -316,7 +318,7 @@ def region_function(reg, name: str) -> tuple[str, bool]:
 # rough code size of the math library's functions (in simple operations), for the
 # compile-time budget of fused kernels: lavapipe's compile time grows faster than linearly
 # with a kernel's size, and sin/cos (range reduction) dwarf an add
-_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_pow": 40, "vk_erf": 30, "vk_erfc": 30, "vk_tanh": 20,
+_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_pow": 40, "vk_floordiv": 30, "vk_remainder": 25, "vk_erf": 30, "vk_erfc": 30, "vk_tanh": 20,
            "vk_expm1": 20, "vk_log1p": 15, "vk_log": 15, "vk_exp": 10, "vk_sigmoid": 12}
 _CALL = re.compile(r"\b(vk_\w+)\(")
 
