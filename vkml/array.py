@@ -31,9 +31,9 @@ class Array:
     """
     __slots__ = ("_buf", "_trace", "_node", "shape", "dtype", "__weakref__")
     __array_priority__ = 100
-    # NumPy's operators and ufuncs defer to the Array: `np_array + arr` calls arr.__radd__
-    # (a device op, traceable), and one this class lacks is Python's TypeError naming the
-    # operator and both types, never a host computation on a converted copy
+    # NumPy's operators defer to the Array: `np_array % arr` calls arr.__rmod__ (a device
+    # op, traceable), and a ufunc called on an Array (np.exp(arr)) raises TypeError; neither
+    # converts the Array to compute on the host (or fails on a tracer)
     __array_ufunc__ = None
 
     def __init__(self, *a, **k):

@@ -341,9 +341,11 @@ def logical_not(x) -> Array:
 def _integral_operands(name: str, *xs, shift: bool = False):
     """Operands of a bitwise operator: bool and integer only (TypeError for floats, as
     NumPy's ufuncs); a shift promotes bool to int32, as NumPy does."""
+    given = xs
     xs, d = _operands(name, *xs)
     if d not in dt.INTEGRAL:
-        kinds = ", ".join(str(getattr(x, "dtype", type(x).__name__)) for x in xs)
+        kinds = ", ".join(str(x.dtype) if isinstance(x, (Array, _np.ndarray, _np.generic))
+                          else type(x).__name__ for x in given)
         raise DTypeError(f"{name}: not supported for the input types ({kinds}); NumPy's ufunc "
                          f"'{name}' takes bool and integer operands only")
     if shift and d == dt.bool_:
@@ -375,7 +377,7 @@ def _division_operands(name: str, x, y) -> list[Array]:
     return [x.astype(dt.int32), y.astype(dt.int32)] if d == dt.bool_ else [x, y]
 
 
-def _int_division(kind: OpKind, name: str):
+def _division(kind: OpKind, name: str):
     def f(x, y) -> Array:
         return bind(kind, _division_operands(name, x, y))
     f.__name__ = name
@@ -385,8 +387,8 @@ def _int_division(kind: OpKind, name: str):
     return f
 
 
-floor_divide = _int_division(OpKind.FloorDivide, "floor_divide")
-remainder = _int_division(OpKind.Remainder, "remainder")
+floor_divide = _division(OpKind.FloorDivide, "floor_divide")
+remainder = _division(OpKind.Remainder, "remainder")
 mod = remainder
 
 
