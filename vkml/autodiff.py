@@ -15,7 +15,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import numpy as vnp
-from . import state as _state
 from .array import Array, bind
 from .jit import call_graph, trace_flat
 from .trace import dtypes as dt
@@ -103,12 +102,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         wrt = [graph.inputs[i] for a in nums for i in range(sl[a][0], sl[a][1])]
         _check_float_inputs("grad", wrt)
         grads = backward([root], [seed_ones(root)], wrt, graph.keep)
-        eff = graph.effects
-        g = simplify(Graph(graph.inputs, list(graph.outputs) + grads + [e[2] for e in eff]))
+        g = simplify(Graph(graph.inputs, list(graph.outputs) + grads))
         res = call_graph(g, leaves + captured)
-        if eff:
-            _state.commit(eff, res[len(res) - len(eff):])
-            res = res[:len(res) - len(eff)]
         outs, gl = res[:len(graph.outputs)], res[len(graph.outputs):]
         value = tree_unflatten(out_tree, outs)
         gout = _per_arg(sl, nums, argnums, gl)

@@ -17,7 +17,6 @@ from typing import Any, Callable, Sequence
 
 from .. import numpy as vnp
 from .. import random as vr
-from .. import state
 from ..array import Array
 from ..trace import dtypes as dt
 from ..trace.shapes import ShapeError
@@ -38,15 +37,18 @@ def _param(a: Array) -> Array:
 
 
 def _assign(module: Module, name: str, value: Array) -> None:
-    """Set module state (BatchNorm's running statistics).
+    """Set module state (BatchNorm's running statistics) on the module being called.
 
-    Eagerly this is a plain assignment. Inside a transform, `module` is the transform's
-    traced copy: the copy gets the traced value (so later reads in the same forward pass
-    see it), and vkml.state.assign makes the transform write the concrete result back to
-    the module the user passed in (Module._state_owner) when it returns."""
-    object.__setattr__(module, name, value)
-    if getattr(value, "_trace", None) is not None:
-        state.assign(module._state_owner(), name, value)
+    Eagerly that is the user's module, updated in place as PyTorch does. Inside a
+    transform it is the transform's traced copy of a module argument: the copy gets the
+    traced value (later reads in the same forward pass see it, and a function that returns
+    the module returns the new state), while the module the user passed in is left as it
+    was, since a transformed function is pure. A module the transformed function closes
+    over instead (whose state is concrete or another trace's) keeps its state: storing a
+    value of this trace there would leak a tracer out of the transform."""
+    t = getattr(value, "_trace", None)
+    if t is None or getattr(getattr(module, name), "_trace", None) is t:
+        object.__setattr__(module, name, value)
 
 
 def _key(key: Any) -> Array:
@@ -154,6 +156,12 @@ class BatchNorm2d(Module):
     In train mode it normalises with the batch statistics and updates running_mean /
     running_var (PyTorch's momentum, unbiased variance) without a gradient path; in eval
     mode it uses the running statistics. weight starts at ones, bias at zeros.
+
+    Called eagerly, the module is updated in place, as in PyTorch. Under a transform
+    (jit, grad, vmap, ...) the function is pure: the model passed in keeps its statistics,
+    and the new ones are in the model the function returns, e.g.
+    `vkml.value_and_grad(lambda m: (loss(m(x)), m), has_aux=True)(model)` gives
+    ((loss, model with new statistics), gradients).
 
     >>> bn = BatchNorm2d(3)
     >>> bn(vnp.ones((2, 3, 4, 4))).shape
