@@ -213,6 +213,37 @@ def test_dropout_module_needs_key_in_train_mode():
         net(vnp.ones((3, 4)))
 
 
+@pytest.mark.parametrize("make, err, msg", [
+    (lambda: nn.Conv2d(1, 1, 3, stride=2, padding="same"), ValueError,
+     "Conv2d: padding='same' is not supported for strided convolutions"),
+    (lambda: nn.Conv2d(1, 1, 3, padding="not_same"), ValueError,
+     r"Conv2d: Invalid padding string 'not_same', should be one of \{'valid', 'same'\}"),
+    (lambda: nn.Conv2d(1, 1, 0), ValueError, "Conv2d: kernel_size 0 must be an int or a pair of ints >= 1"),
+    (lambda: nn.Conv2d(1, 1, (3, 0)), ValueError, r"Conv2d: kernel_size \(3, 0\) must be"),
+    (lambda: nn.Conv2d(1, 1, 3, stride=0), ValueError, "Conv2d: stride 0 must be"),
+    (lambda: nn.Conv2d(-1, 1, 3), ValueError, "Conv2d: in_channels -1 must be a non-negative int"),
+    (lambda: nn.Conv2d(2.5, 2, 3), ValueError, "Conv2d: in_channels 2.5 must be a non-negative int"),
+    (lambda: nn.Conv2d(2, 2, 3, groups=0), ValueError, "Conv2d: groups=0 must be a positive int"),
+    (lambda: nn.Linear(-1, 3), ValueError, "Linear: in_features -1 must be a non-negative int"),
+    (lambda: nn.Linear(3, -2), ValueError, "Linear: out_features -2 must be a non-negative int"),
+    (lambda: nn.Dropout(-0.1), ValueError, r"Dropout: probability p=-0.1 must be in \[0, 1\]"),
+    (lambda: nn.Dropout(1.5), ValueError, r"Dropout: probability p=1.5 must be in \[0, 1\]"),
+    (lambda: nn.Dropout(float("nan")), ValueError, r"Dropout: probability p=nan must be in \[0, 1\]"),
+    (lambda: nn.Dropout("a"), TypeError, "Dropout: probability p must be a float in"),
+    (lambda: nn.Embedding(-1, 3), ValueError, "Embedding: num_embeddings -1 must be a non-negative int"),
+    (lambda: nn.Embedding(3, -1), ValueError, "Embedding: embedding_dim -1 must be a non-negative int"),
+    (lambda: nn.BatchNorm2d(-1), ValueError, "BatchNorm2d: num_features -1 must be"),
+    (lambda: nn.MaxPool2d(0), ValueError, "MaxPool2d: kernel_size 0 must be"),
+    (lambda: nn.MaxPool2d(2, padding=2), ValueError, r"MaxPool2d: padding \(2, 2\) must be at most half"),
+    (lambda: nn.AvgPool2d(3, padding=2), ValueError, r"AvgPool2d: padding \(2, 2\) must be at most half"),
+    (lambda: nn.Flatten("a"), TypeError, "Flatten: start_dim must be an int"),
+])
+def test_constructors_refuse_bad_arguments(make, err, msg):
+    """Checked at construction, as PyTorch does, not at the first forward pass."""
+    with pytest.raises(err, match=msg):
+        make()
+
+
 def test_layers_match_functional():
     x = f64(RNG.standard_normal((2, 2, 4, 4)))
     conv = nn.Conv2d(2, 4, 3, stride=1, padding=1, dilation=1, groups=2, dtype=np.float64)

@@ -112,14 +112,19 @@ class Conv2d(Module):
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True, *,
                  key: Any = None, dtype=dt.float32):
         k = F._pair("Conv2d", "kernel_size", kernel_size, 1)
-        if not isinstance(groups, int) or groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: groups={groups!r} must be a positive int dividing "
-                             f"in_channels={in_channels} and out_channels={out_channels}")
         self.in_channels = _positive("Conv2d", "in_channels", in_channels)
         self.out_channels = _positive("Conv2d", "out_channels", out_channels)
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or \
+                in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv2d: groups={groups!r} must be a positive int dividing "
+                             f"in_channels={in_channels} and out_channels={out_channels}")
         self.kernel_size = k
         self.stride = F._pair("Conv2d", "stride", stride, 1)
-        self.padding = padding if isinstance(padding, str) else F._pair("Conv2d", "padding", padding, 0)
+        if isinstance(padding, str):    # checked here, as PyTorch does, not at the first call
+            F._check_padding_string("Conv2d", padding, self.stride)
+            self.padding = padding
+        else:
+            self.padding = F._pair("Conv2d", "padding", padding, 0)
         self.dilation = F._pair("Conv2d", "dilation", dilation, 1)
         self.groups = groups
         fan_in = in_channels // groups * k[0] * k[1]
@@ -228,6 +233,7 @@ class MaxPool2d(Module):
         self.stride = self.kernel_size if stride is None else F._pair("MaxPool2d", "stride", stride, 1)
         self.padding = F._pair("MaxPool2d", "padding", padding, 0)
         self.dilation = F._pair("MaxPool2d", "dilation", dilation, 1)
+        F._pool_args("MaxPool2d", self.kernel_size, self.stride, self.padding, self.dilation)
 
     def forward(self, x: Any) -> Array:
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
@@ -245,6 +251,7 @@ class AvgPool2d(Module):
         self.kernel_size = F._pair("AvgPool2d", "kernel_size", kernel_size, 1)
         self.stride = self.kernel_size if stride is None else F._pair("AvgPool2d", "stride", stride, 1)
         self.padding = F._pair("AvgPool2d", "padding", padding, 0)
+        F._pool_args("AvgPool2d", self.kernel_size, self.stride, self.padding)
         self.count_include_pad = bool(count_include_pad)
 
     def forward(self, x: Any) -> Array:
@@ -261,6 +268,8 @@ class Dropout(Module):
     """
 
     def __init__(self, p: float = 0.5):
+        if isinstance(p, bool) or not isinstance(p, (int, float)):
+            raise TypeError(f"Dropout: probability p must be a float in [0, 1], got {p!r}")
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: probability p={p} must be in [0, 1]")
         self.p = float(p)
@@ -281,6 +290,9 @@ class Flatten(Module):
     """
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        for what, v in (("start_dim", start_dim), ("end_dim", end_dim)):
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
+                raise TypeError(f"Flatten: {what} must be an int, got {v!r}")
         self.start_dim, self.end_dim = int(start_dim), int(end_dim)
 
     def forward(self, x: Any) -> Array:
