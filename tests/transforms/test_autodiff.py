@@ -257,9 +257,31 @@ def test_non_scalar_output():
         vkml.grad(lambda x: x * 2.0)(f64([1.0, 2.0, 3.0]))
 
 
-def test_op_without_rule_names_it():
-    with pytest.raises(NotImplementedError, match="Sign"):
-        vkml.grad(lambda x: (vnp.sign(x) * x).sum())(f64([1.0, -2.0]))
+def test_sign_has_a_zero_gradient_as_in_jax():
+    """jax.grad(jnp.sign)(x) == 0 everywhere, the step at 0 included."""
+    x = f64([1.5, -2.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(vkml.grad(lambda x: vnp.sign(x).sum())(x)), np.zeros(3))
+    np.testing.assert_array_equal(np.asarray(vkml.grad(lambda x: (vnp.sign(x) * x).sum())(x)),
+                                  np.sign(np.asarray(x)))
+    t = vkml.Tensor(np.array([1.5, -2.0]), requires_grad=True)
+    (vnp.sign(t) * t * t).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), 2 * np.abs([1.5, -2.0]))
+
+
+def test_op_without_rule_names_it_and_its_advice_works(monkeypatch):
+    """Every op of the registry with a float output has a rule now; an op without one
+    (Sign made rule-less here) gets a message whose advice, followed, works."""
+    import dataclasses
+    from vkml.trace.ops import SPECS, Grad, OpKind
+    monkeypatch.setitem(SPECS, OpKind.Sign, dataclasses.replace(SPECS[OpKind.Sign], grad=Grad.DISCONTINUOUS))
+    x = f64([1.0, -2.0])
+    with pytest.raises(NotImplementedError, match=r"Sign has no gradient rule .*wrap its output \(not its "
+                                                  r"input\) in vkml.stop_gradient: stop_gradient\(sign\(x\)\)"):
+        vkml.grad(lambda x: (vnp.sign(x) * x).sum())(x)
+    with pytest.raises(NotImplementedError, match="Sign"):    # the input: the walk still reaches Sign
+        vkml.grad(lambda x: (vnp.sign(vkml.stop_gradient(x)) * x).sum())(x)
+    g = vkml.grad(lambda x: (vkml.stop_gradient(vnp.sign(x)) * x).sum())(x)
+    np.testing.assert_array_equal(np.asarray(g), [1.0, -1.0])
 
 
 def test_custom_vjp_residual_no_output_reaches_and_under_jit_and_vmap():
