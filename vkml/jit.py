@@ -410,7 +410,8 @@ class Jitted:
         leaves = flat[0]
         if tracer.current() is not None or any(getattr(l, "_trace", None) is not None for l in leaves):
             # inside another transform, jit is the identity on the program: tracing f into
-            # the enclosing trace keeps everything it records there (custom_vjp regions and their residuals, checkpoint tags)
+            # the enclosing trace keeps everything it records there (custom_vjp regions
+            # and their residuals, checkpoint tags)
             self.trace_count += 1
             return self.f(*args)
         (compiled, out_tree), leaves, dyn, _ = self._entry(args, split, flat)
