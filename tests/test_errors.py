@@ -213,3 +213,14 @@ def test_arrays_are_immutable_and_not_constructed_directly():
     a = vnp.ones(2)
     with pytest.raises(TypeError):
         a[0] = 2.0
+
+
+def test_nn_and_custom_vjp_error_types():
+    """A bad checkpoint and a malformed custom_vjp bwd raise ValueErrors (the structure
+    error is also JAX's TypeError)."""
+    from vkml.autodiff import CustomVJPError
+    from vkml.nn import SerializationError
+    assert issubclass(SerializationError, ValueError)
+    assert issubclass(CustomVJPError, ValueError) and issubclass(CustomVJPError, TypeError)
+    with raises(ValueError, "Conv2d", "padding='same' is not supported for strided convolutions"):
+        vkml.nn.Conv2d(1, 1, 3, stride=2, padding="same")
