@@ -212,7 +212,10 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> A
     >>> linspace(0, 1, 3).numpy().tolist()
     [0.0, 0.5, 1.0]
     """
-    num = _dim("linspace", num)
+    if not hasattr(num, "__index__"):
+        raise TypeError(f"linspace: num {num!r} ({type(num).__name__}) cannot be interpreted as "
+                        f"an integer")
+    num = operator.index(num)
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
     start, stop = _real("linspace", "start", start), _real("linspace", "stop", stop)
@@ -306,7 +309,11 @@ def _unary_num(kind: OpKind, name: str):
     def f(x) -> Array:
         (x,), d = _operands(name, x)
         if d == dt.bool_:
-            x = x.astype(dt.int32)
+            # NumPy and jax.numpy: abs of a bool is itself; negative and sign refuse it
+            if kind is OpKind.Abs:
+                return x
+            raise DTypeError(f"{name}: not defined for bool arrays; use logical_not, or cast to "
+                             f"int32 first")
         return bind(kind, [x])
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}.\n\n>>> {name}(asarray([-1.5]))  # doctest: +SKIP\n"
@@ -320,6 +327,10 @@ sign = _unary_num(OpKind.Sign, "sign")
 
 
 def square(x) -> Array:
+    """x * x; a bool input gives int32 (NumPy has no bool square: int8 there)."""
+    x = asarray(x)
+    if x.dtype == dt.bool_:
+        x = x.astype(dt.int32)
     return multiply(x, x)
 
 
@@ -775,8 +786,8 @@ def take(a, indices, axis=None) -> Array:
         if dt.is_float(idx.dtype):
             raise DTypeError(f"take: indices must be integers, got {idx.dtype}")
         idx = idx.astype(dt.int32)
-    if axis is None:
-        a, axis = reshape(a, (-1,)), 0
+    if axis is None or a.ndim == 0:   # NumPy: a 0-d array has axis 0 here, as 1-d
+        a, axis = reshape(a, (-1,)), 0 if axis is None else axis
     ax = normalize_axis("take", axis, a.ndim)
     flat = reshape(idx, (-1,))
     out = bind(OpKind.IndexSelect, [a, flat], axis=ax)

@@ -106,8 +106,8 @@ def to_device_numpy(a: np.ndarray, dtype: np.dtype, op: str = "asarray") -> np.n
         if lo < -2**31 or hi > 2**31 - 1:
             raise DTypeError(f"{op}: integer values in [{lo}, {hi}] do not fit int32, the device's "
                              f"integer type; cast to float64 or reduce the range")
-    if dtype == bool_:
-        return np.ascontiguousarray(a.astype(np.int32))
+    if dtype == bool_:   # stored as 0/1 whatever the source (astype(int32) would keep -3)
+        return np.ascontiguousarray(a.astype(np.bool_).astype(np.int32))
     return np.ascontiguousarray(a.astype(dtype, copy=False))
 
 
