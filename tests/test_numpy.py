@@ -8,6 +8,7 @@ surface, the kernels have their own cases in tests/ops.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -358,6 +359,15 @@ def test_var_std(axis, ddof, keepdims):
     xi = data((4, 5), I32)
     check(vnp.var(vnp.asarray(xi), axis=axis, ddof=ddof, keepdims=keepdims),
           np.var(xi.astype(F64), axis=axis, ddof=ddof, keepdims=keepdims), F32)
+
+
+def test_var_with_ddof_at_least_n_divides_by_zero_as_numpy():
+    """NumPy divides by max(n - ddof, 0): inf for a non-zero sum of squares, nan for zero."""
+    for x, ddof in [([1.0, 2.0], 2), ([1.0, 2.0], 3), ([1.0, 1.0], 2), (1.0, 1)]:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = np.var(np.asarray(x, F64), ddof=ddof)
+        check(vnp.var(vnp.asarray(x, F64), ddof=ddof), want, F64)
 
 
 # --------------------------------------------------------------------------- indexing

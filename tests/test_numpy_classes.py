@@ -117,14 +117,17 @@ def _judge(got, want, want_t, args, rtol, what):
 
 
 def build(shape, dtype, kind="plain"):
-    """Deterministic test data: `plain` small values, `special` with nan, inf, -inf, +-0."""
+    """Deterministic test data: `plain` small values, `special` (and `special_late`, the
+    nans elsewhere) with nan, inf, -inf, +-0."""
     n = int(np.prod(shape))
     if dtype == B:
         return (np.arange(n) % 3 == 1).reshape(shape)
     if np.dtype(dtype).kind == "i":
         return ((np.arange(n) * 7) % 11 - 5).astype(dtype).reshape(shape)
-    if kind == "special":
+    if kind.startswith("special"):
         base = np.array([np.nan, 1.5, np.inf, -0.0, -np.inf, 0.0, -2.25, 3.0, 0.5, -1.0])
+        if kind == "special_late":   # nan after the extremes: argmax must still find it
+            base = np.array([1.5, np.inf, -0.0, -np.inf, np.nan, 0.0, -2.25, 3.0, np.nan, -1.0])
     else:
         base = np.array([0.75, -1.5, 2.25, 0.5, -0.25, 1.25, 3.0, -2.0, 1.0, 0.125])
     return np.resize(base, n).astype(dtype).reshape(shape)
@@ -305,7 +308,7 @@ def test_empty_reduction_errors_are_value_errors_naming_the_reduction():
 def test_dtype_and_nan_classes_of_axis_functions(name, dtype):
     fn, kd, float_fn = AXIS_FNS[name]
     vk = getattr(vnp, name)
-    kinds = ["plain", "special"] if np.dtype(dtype).kind == "f" else ["plain"]
+    kinds = ["plain", "special", "special_late"] if np.dtype(dtype).kind == "f" else ["plain"]
     for kind in kinds:
         x = build((2, 5), dtype, kind)
         for ax in (None, 0, 1, -1) if name != "squeeze" else (None,):

@@ -176,10 +176,10 @@ def _real(op: str, name: str, v):
         v = v.item()
     elif isinstance(v, _np.generic):
         v = v.item()
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        if not isinstance(v, bool):
-            raise TypeError(f"{op}: {name} {v!r} ({type(v).__name__}) is not a real number")
-        v = int(v)
+    if isinstance(v, bool):
+        return int(v)
+    if not isinstance(v, (int, float)):
+        raise TypeError(f"{op}: {name} {v!r} ({type(v).__name__}) is not a real number")
     return v
 
 
