@@ -392,6 +392,12 @@ def test_creation_regressions():
             fn()
     with pytest.raises(ValueError, match="zeros: negative dimensions are not allowed"):
         vnp.zeros((3, -2))
+    import vkml.random as vr
+    for fn in (vr.uniform, vr.normal):
+        with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+            fn(vr.key(0), (2.0,))
+        with pytest.raises(ValueError, match="negative"):
+            fn(vr.key(0), (2, -1))
     with pytest.raises(ZeroDivisionError):
         vnp.arange(0, 3, 0)
     with pytest.raises(ValueError):     # and still a ValueError, as vkml has said
