@@ -292,6 +292,10 @@ def test_size0_inputs_and_axes(name):
             for ax in EMPTY_AXES:
                 same(lambda a: vk(a, axis=ax), lambda a: fn(a, axis=ax), [x], float_fn=float_fn,
                      what=f"{name}({np.dtype(dtype)}{list(shape)}, axis={ax!r})")
+                if kd and dtype == F32:
+                    same(lambda a: vk(a, axis=ax, keepdims=True),
+                         lambda a: fn(a, axis=ax, keepdims=True), [x], float_fn=float_fn,
+                         what=f"{name}({list(shape)}, axis={ax!r}, keepdims)")
 
 
 def test_empty_reduction_errors_are_value_errors_naming_the_reduction():
@@ -620,3 +624,13 @@ def test_movement_and_other_operators_on_0d_and_size0():
                         (OpKind.Flip, {"axes": (0,)}), (OpKind.Concat, {"axis": 0})]:
         with pytest.raises(vkml.ShapeError):       # 0-d has no axis 0 (vnp reshapes first)
             bind(kind, [S], **attrs)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "amax", "amin", "squeeze", "logsumexp"])
+def test_0d_reductions_under_grad_and_jit(name):
+    """The 0-d spellings trace too: a reduction over no axes is the identity, derivative 1."""
+    vk = F.logsumexp if name == "logsumexp" else getattr(vnp, name)
+    for ax in (0, -1, ()):
+        x = vnp.asarray(np.float64(2.5))
+        assert float(vkml.jit(lambda a: vk(a, axis=ax))(x)) == 2.5
+        assert float(vkml.grad(lambda a: vk(a, axis=ax))(x)) == 1.0
