@@ -630,3 +630,15 @@ def test_0d_reductions_under_grad_and_jit(name):
         x = vnp.asarray(np.float64(2.5))
         assert float(vkml.jit(lambda a: vk(a, axis=ax))(x)) == 2.5
         assert float(vkml.grad(lambda a: vk(a, axis=ax))(x)) == 1.0
+
+
+@pytest.mark.parametrize("name", sorted(n for n in AXIS_FNS if hasattr(vkml.Array, n)))
+def test_array_methods_take_the_same_axis_spellings(name):
+    """x.sum(0) and friends are the functions: same results and same refusals on 0-d."""
+    fn = AXIS_FNS[name][0]
+    x = np.array(1.5, F32)
+    for ax in AXIS_SPELLINGS:
+        if (name, ax) in SPELLING_EXCLUDED and type(ax) is bool:
+            continue
+        same(lambda a: getattr(a, name)(axis=ax), lambda a: fn(a, axis=ax), [x],
+             what=f"Array.{name}(axis={ax!r})")
