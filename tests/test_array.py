@@ -70,3 +70,12 @@ def test_eager_operators_from_several_threads():
     for t in ts:
         t.join()
     assert not errors
+
+
+def test_index_is_a_0d_integer_array_only():
+    """As NumPy's __index__: a 1-element 1-d array, a bool or a float is no index."""
+    import operator
+    assert operator.index(vnp.asarray(3)) == 3 and range(5)[vnp.asarray(-1)] == 4
+    for bad in (vnp.asarray([3]), vnp.asarray(True), vnp.asarray(3.0)):
+        with pytest.raises(TypeError, match="only integer scalar arrays"):
+            operator.index(bad)

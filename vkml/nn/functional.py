@@ -156,7 +156,9 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
     1000.693
     """
     x = _float(x, "logsumexp")
-    axes = normalize_axes("logsumexp", axis, x.ndim)
+    axes = normalize_axes("logsumexp", axis, x.ndim, scalar_0d=True)   # as sum
+    if vnp._reduced_size(x, axes) == 0:     # over no elements: log(0) = -inf, as scipy, torch
+        return vnp.log(vnp.sum(vnp.exp(x), axis=axes, keepdims=keepdims))
     m = stop_gradient(vnp.max(x, axis=axes, keepdims=True))
     m = vnp.where(vnp.isfinite(m), m, 0.0)
     out = vnp.log(vnp.sum(vnp.exp(x - m), axis=axes, keepdims=True)) + m
