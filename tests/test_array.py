@@ -92,3 +92,12 @@ def test_every_python_operator_is_implemented_with_its_reflected_form():
             want = eval(f"x {op} np.array([1, 2, 3], np.int32)")
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, err_msg=op)
     assert all(isinstance(v, array_mod.Array) for v in divmod(x, a))
+
+
+def test_index_is_a_0d_integer_array_only():
+    """As NumPy's __index__: a 1-element 1-d array, a bool or a float is no index."""
+    import operator
+    assert operator.index(vnp.asarray(3)) == 3 and range(5)[vnp.asarray(-1)] == 4
+    for bad in (vnp.asarray([3]), vnp.asarray(True), vnp.asarray(3.0)):
+        with pytest.raises(TypeError, match="only integer scalar arrays"):
+            operator.index(bad)

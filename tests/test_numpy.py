@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -361,6 +362,15 @@ def test_var_std(axis, ddof, keepdims):
           np.var(xi.astype(F64), axis=axis, ddof=ddof, keepdims=keepdims), F32)
 
 
+def test_var_with_ddof_at_least_n_divides_by_zero_as_numpy():
+    """NumPy divides by max(n - ddof, 0): inf for a non-zero sum of squares, nan for zero."""
+    for x, ddof in [([1.0, 2.0], 2), ([1.0, 2.0], 3), ([1.0, 1.0], 2), (1.0, 1)]:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = np.var(np.asarray(x, F64), ddof=ddof)
+        check(vnp.var(vnp.asarray(x, F64), ddof=ddof), want, F64)
+
+
 # --------------------------------------------------------------------------- indexing
 
 _X = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
@@ -402,6 +412,36 @@ def test_indexing_empty_and_size1():
     check(vnp.asarray(e)[:, ::-2], e[:, ::-2])
     o = np.arange(3.0, dtype=F32).reshape(1, 3, 1)
     check(vnp.asarray(o)[0, ::-1, 0], o[0, ::-1, 0])
+
+
+def test_indexing_with_an_empty_list_selects_nothing():
+    """Issue 14: x[[]] said "index must be integer, got float32" (NumPy: an empty selection)."""
+    for idx in ([], [[]], (slice(None), []), ([], 0), np.array([], dtype=int)):
+        check(vnp.asarray(_X)[idx], _X[idx])
+
+
+def test_slice_bounds_take_0d_integer_arrays_only():
+    check(vnp.arange(5)[:vnp.asarray(3)], np.arange(5)[:np.array(3)], I32)
+    check(vnp.arange(5)[vnp.asarray(1):np.int64(4)], np.arange(1, 4), I32)
+    for bad in (vnp.asarray([3]), vnp.asarray(True), vnp.asarray(3.0), 3.0):
+        with pytest.raises(TypeError, match="slice indices must be integers"):
+            vnp.arange(5)[:bad]
+
+
+@pytest.mark.parametrize("dtype", [">f4", ">f8", ">i4", ">i8", ">u4", ">i2"])
+def test_big_endian_input_is_converted(dtype):
+    """Issue 14: '>f4' and '>f8' were refused; byte order is converted on upload."""
+    x = np.array([-1, 0, 1, 2] if "u" not in dtype else [0, 1, 2], dtype=dtype)
+    want = {"f": F32 if x.itemsize == 4 else F64}.get(x.dtype.kind, I32)
+    check(vnp.asarray(x), x.astype(want), want)
+    check(vnp.asarray(x) * 2, x.astype(want) * 2, want)
+
+
+def test_bool_from_integers_is_stored_as_0_1():
+    a = vnp.asarray(np.array([2, -3, 0]), dtype=bool)
+    check(a, np.array([True, True, False]))
+    check(vnp.any(vnp.asarray(np.int32(-3))), np.True_)
+    check(vnp.sum(a), np.int64(2), I32)
 
 
 def test_indexing_errors():

@@ -5,6 +5,7 @@ import pytest
 import vkml
 import vkml.numpy as vnp
 from vkml.tensor import UndefinedTensorError
+from vkml.trace.ops import OpKind
 
 
 def T(x, rg=True):
@@ -80,10 +81,20 @@ def test_no_grad_and_detach_stop_recording():
     np.testing.assert_allclose(np.asarray(w.grad), [6.0 + 2.0])
 
 
-def test_op_without_rule_raises_naming_it():
+def test_op_without_rule_raises_naming_it(monkeypatch):
+    """Sign has JAX's zero gradient; made rule-less here, backward names it and the advice
+    (stop_gradient on its output) works."""
+    import dataclasses
+    from vkml.trace.ops import SPECS, Grad
     w = T([1.0, -1.0])
-    with pytest.raises(NotImplementedError, match="Sign"):
+    (vnp.sign(w) * w).sum().backward()
+    np.testing.assert_array_equal(np.asarray(w.grad), [1.0, -1.0])
+    monkeypatch.setitem(SPECS, OpKind.Sign, dataclasses.replace(SPECS[OpKind.Sign], grad=Grad.DISCONTINUOUS))
+    w = T([1.0, -1.0])
+    with pytest.raises(NotImplementedError, match=r"Sign.*stop_gradient\(sign\(x\)\)"):
         (vnp.sign(w) * w).sum().backward()
+    (vkml.stop_gradient(vnp.sign(w)) * w).sum().backward()
+    np.testing.assert_array_equal(np.asarray(w.grad), [1.0, -1.0])
 
 
 def test_grad_of_shared_subexpression_and_matmul():

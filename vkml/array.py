@@ -125,8 +125,10 @@ class Array:
         return bool(self.item())
 
     def __index__(self) -> int:
-        if self.dtype not in (dt.int32, dt.bool_) or self.size != 1:
-            raise TypeError(f"only integer scalar arrays can be used as an index, got {self.dtype}{list(self.shape)}")
+        # as NumPy: only a 0-d integer array (not bool, not a 1-element 1-d array)
+        if self.dtype != dt.int32 or self.ndim:
+            raise TypeError(f"only integer scalar arrays can be converted to a scalar index, got "
+                            f"{self.dtype}{list(self.shape)}")
         return int(self.item())
 
     def __iter__(self):

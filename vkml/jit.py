@@ -71,9 +71,7 @@ def trace_flat(f: Callable, args: Sequence, tag=None):
         out_leaves, out_tree = tree_flatten(out)
         out_leaves = [vnp.asarray(o) for o in out_leaves]
         nodes = [t.lift(o) for o in out_leaves]
-        effects = [(obj, name, t.lift(v)) for obj, name, v in getattr(t, "effects", [])]
     graph = t.graph(nodes)
-    graph.effects = effects   # state assignments (vkml.state), as (obj, name, node)
     # nodes the reverse walk must see even if no output reaches them (custom_vjp residuals)
     graph.keep = [t.lift(v) for v in getattr(t, "keep", [])]
     return graph, out_tree, list(t.captured), leaves
@@ -334,76 +332,6 @@ class Lowering:
                 f"barriers={self.barrier_count}, peak_bytes={self.peak_bytes})")
 
 
-def _modules_in(tree) -> list:
-    """Every vkml.nn Module reachable from tree's arguments, depth first, in flatten order."""
-    from .nn.base import Module
-    out = []
-    for top in tree_flatten(tree, is_leaf=lambda v: isinstance(v, Module))[0]:
-        if isinstance(top, Module):
-            out.extend(top.modules())
-    return out
-
-
-class _MirroredEffects(list):
-    """A trace's list of state effects that also shows each assignment on the traced copy
-    of the module it targets.
-
-    An effect is recorded against the module the user passed in (Module._state_owner),
-    so a transform nested in the jitted function (grad computing BatchNorm's running
-    statistics) updates that module only once jit returns. Eagerly the update is visible
-    at once: code after the grad (apply_updates building the returned model) reads the
-    new statistics. Setting the traced copy as well gives the jitted function the same view.
-    """
-
-    def __init__(self, copies: dict):
-        super().__init__()
-        self.copies = copies        # id(user's module) -> its traced copy in this trace
-
-    def append(self, effect) -> None:
-        obj, name, value = effect
-        copy = self.copies.get(id(obj))
-        if copy is not None and copy is not obj:
-            object.__setattr__(copy, name, value)
-        super().append(effect)
-
-
-def _mirror_state(trace, traced_args) -> None:
-    """Install _MirroredEffects on trace for the modules among traced_args."""
-    if trace is None:
-        return
-    copies = {}
-    for m in _modules_in(list(traced_args)):
-        copies.setdefault(id(m._state_owner()), m)
-    if copies:
-        trace.effects = _MirroredEffects(copies)
-
-
-def _effect_targets(effects: list, dyn) -> list:
-    """Where each state effect of a trace is written, relative to the arguments.
-
-    A compiled signature serves every later call with arguments of the same structure, so
-    an effect on a module passed as an argument is kept as that module's position among
-    the arguments' modules (found again in each call's own arguments), not as the object
-    that happened to be traced. An effect on any other object (a global module) stays on it.
-    """
-    mods = _modules_in(dyn)
-    pos = {id(m): k for k, m in enumerate(mods)}
-    return [(("arg", pos[id(obj)]) if id(obj) in pos else ("obj", obj), name, node)
-            for obj, name, node in effects]
-
-
-def _resolve_effects(targets: list, dyn) -> list:
-    """(object, attribute, node) effects for this call's arguments (see _effect_targets)."""
-    mods = None
-    out = []
-    for (kind, where), name, node in targets:
-        if kind == "arg":
-            mods = _modules_in(dyn) if mods is None else mods
-            where = mods[where]
-        out.append((where, name, node))
-    return out
-
-
 class Jitted:
     """A function compiled per input signature (see `jit`)."""
 
@@ -415,7 +343,7 @@ class Jitted:
         self.cache: dict = {}
         self.trace_count = 0
         # (shape, dtype) per argument -> (Compiled, out_tree), for calls whose arguments are
-        # all concrete Arrays, without static or donated ones or state effects: such a call
+        # all concrete Arrays, without static or donated ones: such a call
         # skips splitting, flattening and keying the pytree (a few microseconds of Python)
         self._plain: dict | None = {} if not (self.static_argnums or self.donate_argnums) else None
 
@@ -435,21 +363,11 @@ class Jitted:
 
     def _trace(self, args, static, dyn):
         def flat_f(*dyn_args):
-            _mirror_state(tracer.current(), dyn_args)
             it = iter(dyn_args)
             full = [args[i] if i in static else next(it) for i in range(len(args))]
             return self.f(*full)
         self.trace_count += 1
         return trace_flat(flat_f, dyn)
-
-    def _traced_graph(self, args, static, dyn):
-        """Trace f; the graph's outputs are f's output leaves, then one per state effect
-        (vkml.state assignments, such as BatchNorm's running statistics)."""
-        graph, out_tree, captured, leaves = self._trace(args, static, dyn)
-        effects = graph.effects
-        if effects:
-            graph = Graph(graph.inputs, list(graph.outputs) + [e[2] for e in effects])
-        return graph, out_tree, captured, leaves, effects
 
     def _entry(self, args, split=None, flat=None):
         from . import numpy as vnp
@@ -460,12 +378,11 @@ class Jitted:
         key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static)
         entry = self.cache.get(key)
         if entry is None:
-            graph, out_tree, captured, _, effects = self._traced_graph(args, static, dyn)
+            graph, out_tree, captured, _ = self._trace(args, static, dyn)
             if captured:
                 raise AssertionError("jit: eager trace captured outer tracers")
             g = simplify(graph)
-            entry = (Compiled(g, simplify(g, for_execution=True)), out_tree,
-                     _effect_targets(effects, dyn))
+            entry = (Compiled(g, simplify(g, for_execution=True)), out_tree)
             self.cache[key] = entry
         return entry, leaves, dyn, static
 
@@ -487,19 +404,18 @@ class Jitted:
         return self._call(args)
 
     def _call(self, args):
-        from .state import commit
         split = self._split(args)
         static, dyn, _ = split
         flat = tree_flatten(dyn)
         leaves = flat[0]
         if tracer.current() is not None or any(getattr(l, "_trace", None) is not None for l in leaves):
             # inside another transform, jit is the identity on the program: tracing f into
-            # the enclosing trace keeps everything it records there (state effects,
-            # custom_vjp regions and their residuals, checkpoint tags)
+            # the enclosing trace keeps everything it records there (custom_vjp regions
+            # and their residuals, checkpoint tags)
             self.trace_count += 1
             return self.f(*args)
-        (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args, split, flat)
-        if self._plain is not None and not targets and all(type(a) is Array for a in args):
+        (compiled, out_tree), leaves, dyn, _ = self._entry(args, split, flat)
+        if self._plain is not None and all(type(a) is Array for a in args):
             self._plain[tuple((a.shape, a.dtype) for a in args)] = (compiled, out_tree)
         for l in leaves:
             if _is_donated(l):
@@ -520,11 +436,6 @@ class Jitted:
         for i in donated:
             if all(r is not leaves[i] for r in res):
                 leaves[i]._buf = _DonatedBuffer(leaves[i].shape, leaves[i].dtype)
-        n_eff = len(targets)
-        if n_eff:
-            effects = _resolve_effects(targets, dyn)
-            commit(effects, res[len(res) - n_eff:])
-            res = res[:len(res) - n_eff]
         return tree_unflatten(out_tree, res)
 
     def profile(self, *args) -> list[tuple[str, float]]:
@@ -537,7 +448,7 @@ class Jitted:
         >>> [name.split("_")[0] for name, s in times][:2], all(s >= 0 for _, s in times)
         (['Exp', 'MatMul'], True)
         """
-        (compiled, _, _), leaves, _, _ = self._entry(args)
+        (compiled, _), leaves, _, _ = self._entry(args)
         return compiled.profile(leaves)
 
     def lower(self, *args) -> Lowering:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins as _b
 import math
+import operator
 from typing import Any, Sequence
 
 import numpy as _np
@@ -84,29 +85,63 @@ def array(x: Any, dtype=None, copy: bool = True) -> Array:
     return a
 
 
-def _shape(shape) -> tuple:
-    if isinstance(shape, (int, _np.integer)):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
+def _dim(op: str, v) -> int:
+    """One shape entry or count as an int, refusing what NumPy refuses: a float or bool
+    (TypeError, where int(2.5) would silently truncate)."""
+    if isinstance(v, (bool, _np.bool_)) or not hasattr(v, "__index__"):
+        raise TypeError(f"{op}: {type(v).__name__} {v!r} cannot be interpreted as an integer "
+                        f"(shapes and counts are ints)")
+    return operator.index(v)
+
+
+def _shape(shape, op: str = "shape", unknown: bool = False) -> tuple:
+    """A shape argument (an int or a sequence of ints) as a tuple; ValueError for a negative
+    entry (other than one -1 where `unknown`, for reshape), TypeError for a non-integer."""
+    if shape is None:
+        raise TypeError(f"{op}: shape None; use () for a 0-d array")
+    if isinstance(shape, (tuple, list)) or getattr(shape, "ndim", 0):
+        dims = tuple(_dim(op, d) for d in shape)
+    elif hasattr(shape, "__index__"):
+        dims = (_dim(op, shape),)
+    elif hasattr(shape, "__iter__") and not isinstance(shape, (str, bytes)):
+        dims = tuple(_dim(op, d) for d in shape)
+    else:
+        raise TypeError(f"{op}: shape {shape!r} must be an int or a sequence of ints")
+    bad = [d for d in dims if d < 0 and not (unknown and d == -1)]
+    if bad:
+        raise ShapeError(f"{op}: negative dimensions are not allowed, got shape {dims}")
+    return dims
 
 
 def full(shape, fill_value, dtype=None) -> Array:
-    """An array of shape filled with fill_value (dtype from the value when not given)."""
+    """An array of shape filled with fill_value (dtype from the value when not given).
+
+    >>> full((2,), 7).numpy().tolist()
+    [7, 7]
+    """
+    shape = _shape(shape, "full")
     if isinstance(fill_value, Array):
-        return broadcast_to(asarray(fill_value, dtype), _shape(shape))
+        return broadcast_to(asarray(fill_value, dtype), shape)
     if dtype is None:
-        dtype = dt.promote_weak([], [type(fill_value) if type(fill_value) in (bool, int, float) else float])
+        if isinstance(fill_value, (_np.ndarray, _np.generic)):
+            if _np.ndim(fill_value):
+                return broadcast_to(asarray(fill_value), shape)
+            dtype = dt.canonical(_np.asarray(fill_value).dtype, "full")
+        else:
+            dtype = dt.promote_weak([], [type(fill_value) if type(fill_value) in (bool, int, float) else float])
     d = dt.canonical(dtype, "full")
     v = bool(fill_value) if d == dt.bool_ else (int(fill_value) if d == dt.int32 else float(fill_value))
-    return bind(OpKind.Full, [], shape=_shape(shape), dtype=d, value=v)
+    return bind(OpKind.Full, [], shape=shape, dtype=d, value=v)
 
 
 def zeros(shape, dtype=float32) -> Array:
-    return full(shape, 0, dtype)
+    """An array of zeros."""
+    return full(_shape(shape, "zeros"), 0, dtype)
 
 
 def ones(shape, dtype=float32) -> Array:
-    return full(shape, 1, dtype)
+    """An array of ones."""
+    return full(_shape(shape, "ones"), 1, dtype)
 
 
 def zeros_like(a, dtype=None) -> Array:
@@ -125,7 +160,28 @@ def full_like(a, fill_value, dtype=None) -> Array:
 
 
 def empty(shape, dtype=float32) -> Array:
-    return zeros(shape, dtype)
+    """An array of shape (zero-filled: device memory is never handed out uninitialised)."""
+    return full(_shape(shape, "empty"), 0, dtype)
+
+
+class _ZeroStepError(ValueError, ZeroDivisionError):
+    """arange with step 0: NumPy raises ZeroDivisionError, vkml has said ValueError."""
+
+
+def _real(op: str, name: str, v):
+    """A Python int or float from a scalar argument (Python or NumPy scalar, 0-d array),
+    TypeError otherwise (NumPy: only 0-d arrays convert to Python scalars)."""
+    if isinstance(v, (Array, _np.ndarray)):
+        if v.ndim:
+            raise TypeError(f"{op}: {name} must be a scalar, got an array of shape {v.shape}")
+        v = v.item()
+    elif isinstance(v, _np.generic):
+        v = v.item()
+    if isinstance(v, bool):
+        return int(v)
+    if not isinstance(v, (int, float)):
+        raise TypeError(f"{op}: {name} {v!r} ({type(v).__name__}) is not a real number")
+    return v
 
 
 def arange(start, stop=None, step=1, dtype=None) -> Array:
@@ -136,17 +192,34 @@ def arange(start, stop=None, step=1, dtype=None) -> Array:
     """
     if stop is None:
         start, stop = 0, start
+    start, stop, step = (_real("arange", n, v) for n, v in
+                         (("start", start), ("stop", stop), ("step", step)))
     if dtype is None:
         dtype = dt.float32 if _b.any(isinstance(v, float) for v in (start, stop, step)) else dt.int32
     d = dt.canonical(dtype, "arange")
     if step == 0:
-        raise ValueError("arange: step must not be zero")
-    n = _b.max(0, math.ceil((stop - start) / step))
+        raise _ZeroStepError("arange: step must not be zero")
+    span = (stop - start) / step
+    if not math.isfinite(span):
+        raise ValueError(f"arange: cannot compute the length of [{start}, {stop}) with step {step} "
+                         f"(it is {span}); give finite bounds")
+    n = _b.max(0, math.ceil(span))
     return bind(OpKind.Arange, [], n=int(n), start=start, step=step, dtype=d)
 
 
 def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> Array:
-    """num evenly spaced samples over [start, stop] (or [start, stop))."""
+    """num evenly spaced samples over [start, stop] (or [start, stop)).
+
+    >>> linspace(0, 1, 3).numpy().tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if not hasattr(num, "__index__"):
+        raise TypeError(f"linspace: num {num!r} ({type(num).__name__}) cannot be interpreted as "
+                        f"an integer")
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+    start, stop = _real("linspace", "start", start), _real("linspace", "stop", stop)
     d = dt.canonical(dtype or dt.float32, "linspace")
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else 0.0
@@ -163,7 +236,16 @@ def _device_float64() -> bool:
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=float32) -> Array:
-    M = N if M is None else M
+    """Ones on the k-th diagonal of an N x M matrix, zeros elsewhere.
+
+    >>> eye(2, k=1).numpy().tolist()
+    [[0.0, 1.0], [0.0, 0.0]]
+    """
+    N = _dim("eye", N)
+    M = N if M is None else _dim("eye", M)
+    k = _dim("eye", k)
+    if N < 0 or M < 0:
+        raise ShapeError(f"eye: negative dimensions are not allowed, got N={N}, M={M}")
     return equal(arange(N)[:, None] + k, arange(M)[None, :]).astype(dtype)
 
 
@@ -228,7 +310,11 @@ def _unary_num(kind: OpKind, name: str):
     def f(x) -> Array:
         (x,), d = _operands(name, x)
         if d == dt.bool_:
-            x = x.astype(dt.int32)
+            # NumPy and jax.numpy: abs of a bool is itself; negative and sign refuse it
+            if kind is OpKind.Abs:
+                return x
+            raise DTypeError(f"{name}: not defined for bool arrays; use logical_not, or cast to "
+                             f"int32 first")
         return bind(kind, [x])
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}.\n\n>>> {name}(asarray([-1.5]))  # doctest: +SKIP\n"
@@ -242,6 +328,10 @@ sign = _unary_num(OpKind.Sign, "sign")
 
 
 def square(x) -> Array:
+    """x * x; a bool input gives int32 (NumPy has no bool square: int8 there)."""
+    x = asarray(x)
+    if x.dtype == dt.bool_:
+        x = x.astype(dt.int32)
     return multiply(x, x)
 
 
@@ -450,12 +540,33 @@ def clip(a, a_min=None, a_max=None) -> Array:
 # --------------------------------------------------------------------------- reductions
 
 
-def _axes(name, a: Array, axis):
-    return normalize_axes(name, axis, a.ndim)
+def _axes(name, a: Array, axis, scalar_0d: bool = True):
+    """Reduction axes as NumPy takes them; scalar_0d: a lone int 0 or -1 on a 0-d array
+    means no axes (NumPy's ufunc reductions), False where NumPy refuses it (mean, var)."""
+    return normalize_axes(name, axis, a.ndim, scalar_0d)
+
+
+def _reduced_size(a: Array, axes) -> int:
+    n = 1
+    for ax in axes:
+        n *= a.shape[ax]
+    return n
+
+
+def _need_nonempty(name: str, what: str, a: Array, axes) -> None:
+    """NumPy's ValueError for a reduction without an identity over no elements."""
+    if _reduced_size(a, axes) == 0:
+        raise ShapeError(f"{name}: zero-size array to reduction operation {what} which has no "
+                         f"identity (shape {a.shape}, axes {axes}); reduce over non-empty axes "
+                         f"(or use where(...) with a fill value first)")
 
 
 def sum(a, axis=None, keepdims: bool = False, dtype=None) -> Array:
-    """Sum over axis (None: all); bool sums count as int32."""
+    """Sum over axis (None: all); bool sums count as int32; an empty sum is 0.
+
+    >>> sum(asarray([[1, 2], [3, 4]]), axis=0).numpy().tolist()
+    [4, 6]
+    """
     a = asarray(a)
     if dtype is not None:
         a = a.astype(dtype)
@@ -465,35 +576,55 @@ def sum(a, axis=None, keepdims: bool = False, dtype=None) -> Array:
 
 
 def mean(a, axis=None, keepdims: bool = False) -> Array:
-    """Arithmetic mean over axis; integer input gives float32."""
+    """Arithmetic mean over axis; integer input gives float32; an empty mean is nan."""
     a = asarray(a)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
-    return bind(OpKind.Mean, [a], axes=_axes("mean", a, axis), keepdims=bool(keepdims))
+    return bind(OpKind.Mean, [a], axes=_axes("mean", a, axis, False), keepdims=bool(keepdims))
 
 
 def max(a, axis=None, keepdims: bool = False) -> Array:
+    """Maximum over axis; nan propagates; ValueError over no elements (no identity)."""
     a = asarray(a)
-    return bind(OpKind.Max, [a], axes=_axes("max", a, axis), keepdims=bool(keepdims))
+    axes = _axes("max", a, axis)
+    _need_nonempty("max", "maximum", a, axes)
+    return bind(OpKind.Max, [a], axes=axes, keepdims=bool(keepdims))
 
 
 def min(a, axis=None, keepdims: bool = False) -> Array:
+    """Minimum over axis; nan propagates; ValueError over no elements (no identity)."""
     a = asarray(a)
-    return bind(OpKind.Min, [a], axes=_axes("min", a, axis), keepdims=bool(keepdims))
+    axes = _axes("min", a, axis)
+    _need_nonempty("min", "minimum", a, axes)
+    return bind(OpKind.Min, [a], axes=axes, keepdims=bool(keepdims))
 
 
 amax, amin = max, min
 
 
+def _bool_reduce(kind: OpKind, name: str, empty: bool, a, axis, keepdims) -> Array:
+    a = _as_bool(a)
+    axes = _axes(name, a, axis)
+    if _reduced_size(a, axes) == 0:
+        # over no elements: the identity (False for any, True for all), as NumPy
+        shape = tuple(1 if i in axes else d for i, d in enumerate(a.shape)) if keepdims else \
+            tuple(d for i, d in enumerate(a.shape) if i not in axes)
+        return full(shape, empty, dt.bool_)
+    return bind(kind, [a], axes=axes, keepdims=bool(keepdims))
+
+
 def any(a, axis=None, keepdims: bool = False) -> Array:
-    return max(_as_bool(a), axis, keepdims)
+    """Whether any element along axis is true (False over no elements)."""
+    return _bool_reduce(OpKind.Max, "any", False, a, axis, keepdims)
 
 
 def all(a, axis=None, keepdims: bool = False) -> Array:
-    return min(_as_bool(a), axis, keepdims)
+    """Whether every element along axis is true (True over no elements)."""
+    return _bool_reduce(OpKind.Min, "all", True, a, axis, keepdims)
 
 
 def prod(a, axis=None, keepdims: bool = False) -> Array:
+    """Product over axis; bool counts as int32; an empty product is 1."""
     a = asarray(a)
     if a.dtype == dt.bool_:
         a = a.astype(dt.int32)
@@ -504,10 +635,17 @@ def _arg(kind, name, a, axis, keepdims):
     a = asarray(a)
     if a.dtype == dt.bool_:
         a = a.astype(dt.int32)
-    if axis is None:
+    # NumPy: a 0-d array counts as 1-d here (axis 0 or -1 is its one axis); one int axis only
+    ax = None if axis is None else normalize_axis(name, axis, _b.max(a.ndim, 1))
+    if axis is None or a.ndim == 0:
+        if a.size == 0:
+            raise ShapeError(f"{name}: attempt to get {name} of an empty sequence (shape {a.shape})")
         r = bind(kind, [reshape(a, (-1,))], axes=(0,), keepdims=False)
         return reshape(r, (1,) * a.ndim) if keepdims else r
-    return bind(kind, [a], axes=(normalize_axis(name, axis, a.ndim),), keepdims=bool(keepdims))
+    if a.shape[ax] == 0:
+        raise ShapeError(f"{name}: attempt to get {name} of an empty sequence (axis {ax} of "
+                         f"shape {a.shape} has size 0)")
+    return bind(kind, [a], axes=(ax,), keepdims=bool(keepdims))
 
 
 def argmax(a, axis=None, keepdims: bool = False) -> Array:
@@ -521,32 +659,35 @@ def argmin(a, axis=None, keepdims: bool = False) -> Array:
 
 
 def var(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
-    """Variance (two-pass: mean first, then mean squared deviation)."""
+    """Variance (two-pass: mean first, then mean squared deviation); divides by
+    max(n - ddof, 0) as NumPy, so ddof >= n gives inf (or nan where the sum is 0)."""
     a = asarray(a)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
-    axes = _axes("var", a, axis)
-    n = 1
-    for ax in axes:
-        n *= a.shape[ax]
+    axes = _axes("var", a, axis, False)
     m = mean(a, axes, keepdims=True)
     d = a - m
     s = sum(d * d, axes, keepdims=keepdims)
-    return s / float(n - ddof) if n - ddof > 0 else s * nan
+    return s / float(_b.max(_reduced_size(a, axes) - ddof, 0))
 
 
 def std(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
+    """Standard deviation: sqrt of var."""
     return sqrt(var(a, axis, ddof, keepdims))
 
 
 def cumsum(a, axis=None) -> Array:
-    """Inclusive running sum (flattened when axis is None)."""
+    """Inclusive running sum (flattened when axis is None; a 0-d input gives shape (1,)
+    as in NumPy)."""
     a = asarray(a)
     if a.dtype == dt.bool_:
         a = a.astype(dt.int32)
-    if axis is None:
-        a, axis = reshape(a, (-1,)), 0
-    return bind(OpKind.Cumsum, [a], axis=normalize_axis("cumsum", axis, a.ndim))
+    if axis is None or a.ndim == 0:
+        ax = 0 if axis is None else normalize_axis("cumsum", axis, 1)
+        a = reshape(a, (-1,))
+    else:
+        ax = normalize_axis("cumsum", axis, a.ndim)
+    return bind(OpKind.Cumsum, [a], axis=ax)
 
 
 # --------------------------------------------------------------------------- contraction
@@ -607,7 +748,7 @@ def einsum(subscripts: str, *operands) -> Array:
 def reshape(a, shape) -> Array:
     """Same data, new shape (one -1 is inferred)."""
     a = asarray(a)
-    shape = _shape(shape)
+    shape = _shape(shape, "reshape", unknown=True)
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: only one -1 allowed in {shape}")
     if -1 in shape:
@@ -662,16 +803,17 @@ def squeeze(a, axis=None) -> Array:
     a = asarray(a)
     if axis is None:
         return reshape(a, tuple(d for d in a.shape if d != 1))
-    axes = normalize_axes("squeeze", axis, a.ndim)
+    axes = normalize_axes("squeeze", axis, a.ndim, scalar_0d=True)
     for ax in axes:
         if a.shape[ax] != 1:
-            raise ShapeError(f"squeeze: axis {ax} of shape {a.shape} has size {a.shape[ax]}, not 1")
+            raise ShapeError(f"squeeze: cannot squeeze axis {ax} of shape {a.shape}: its size "
+                             f"is {a.shape[ax]}, not 1")
     return reshape(a, tuple(d for i, d in enumerate(a.shape) if i not in axes))
 
 
 def broadcast_to(a, shape) -> Array:
     a = asarray(a)
-    shape = _shape(shape)
+    shape = _shape(shape, "broadcast_to")
     if a.shape == shape:
         return a
     return bind(OpKind.Expand, [a], shape=shape)
@@ -736,8 +878,8 @@ def take(a, indices, axis=None) -> Array:
         if dt.is_float(idx.dtype):
             raise DTypeError(f"take: indices must be integers, got {idx.dtype}")
         idx = idx.astype(dt.int32)
-    if axis is None:
-        a, axis = reshape(a, (-1,)), 0
+    if axis is None or a.ndim == 0:   # NumPy: a 0-d array has axis 0 here, as 1-d
+        a, axis = reshape(a, (-1,)), 0 if axis is None else axis
     ax = normalize_axis("take", axis, a.ndim)
     flat = reshape(idx, (-1,))
     out = bind(OpKind.IndexSelect, [a, flat], axis=ax)

@@ -265,6 +265,28 @@ def test_conv2d_same_padding_unbatched_and_errors():
         F.conv2d(f64(np.ones((4, 4))), f64(np.ones((1, 1, 3, 3))))
 
 
+def test_conv2d_padding_strings_and_empty_kernels_are_refused():
+    x, w = f64(np.ones((1, 1, 5, 5))), f64(np.ones((1, 1, 3, 3)))
+    with pytest.raises(ValueError, match="conv2d: padding='same' is not supported for strided convolutions"):
+        F.conv2d(x, w, stride=2, padding="same")
+    with pytest.raises(ValueError, match=r"conv2d: Invalid padding string 'not_same', should be one of "
+                                         r"\{'valid', 'same'\}"):
+        F.conv2d(x, w, padding="not_same")
+    with pytest.raises(ValueError, match=r"conv2d: weight \(1, 1, 0, 3\) has an empty kernel"):
+        F.conv2d(x, f64(np.ones((1, 1, 0, 3))))
+    assert F.conv2d(x, w, stride=2, padding="valid").shape == (1, 1, 2, 2)
+
+
+def test_one_hot_needs_a_positive_int_number_of_classes():
+    """As jax.nn.one_hot: PyTorch's -1 (infer) is refused rather than guessed."""
+    for n in (-1, 0):
+        with pytest.raises(ValueError, match=f"one_hot: num_classes must be a positive int, got {n}"):
+            F.one_hot(vnp.asarray([0, 1]), n)
+    with pytest.raises(TypeError, match="one_hot: num_classes must be an int, got 2.5"):
+        F.one_hot(vnp.asarray([0, 1]), 2.5)
+    assert np.asarray(F.one_hot(vnp.asarray([1]), np.int64(2))).tolist() == [[0, 1]]
+
+
 # --------------------------------------------------------------------------- pooling
 
 def _windows(x, k, s, p, fill):

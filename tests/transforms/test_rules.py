@@ -51,6 +51,7 @@ CASES = {
     K.Tanh: (u(K.Tanh), [a(5)]),
     K.Sigmoid: (u(K.Sigmoid), [a(5)]),
     K.Abs: (u(K.Abs), [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),
+    K.Sign: (lambda x: bind(K.Sign, [x]) * x, [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),
     K.Erf: (u(K.Erf), [a(5)]),
     K.Erfc: (u(K.Erfc), [a(5)]),
     K.Relu: (u(K.Relu), [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),

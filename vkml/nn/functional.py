@@ -156,7 +156,9 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
     1000.693
     """
     x = _float(x, "logsumexp")
-    axes = normalize_axes("logsumexp", axis, x.ndim)
+    axes = normalize_axes("logsumexp", axis, x.ndim, scalar_0d=True)   # as sum
+    if vnp._reduced_size(x, axes) == 0:     # over no elements: log(0) = -inf, as scipy, torch
+        return vnp.log(vnp.sum(vnp.exp(x), axis=axes, keepdims=keepdims))
     m = stop_gradient(vnp.max(x, axis=axes, keepdims=True))
     m = vnp.where(vnp.isfinite(m), m, 0.0)
     out = vnp.log(vnp.sum(vnp.exp(x - m), axis=axes, keepdims=True)) + m
@@ -168,15 +170,23 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
 
 def one_hot(labels: Any, num_classes: int, dtype=dt.float32) -> Array:
     """labels (integers) to one-hot vectors along a new last axis; out-of-range labels
-    (including negative ones) give all-zero rows.
+    (including negative ones) give all-zero rows. num_classes must be a positive int
+    (ValueError otherwise, as jax.nn.one_hot; PyTorch's -1 for "infer" is not supported).
 
     >>> one_hot(vnp.asarray([0, 2]), 3).numpy().tolist()
     [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
     """
+    if isinstance(num_classes, bool) or not hasattr(num_classes, "__index__"):
+        raise TypeError(f"one_hot: num_classes must be an int, got {num_classes!r}")
+    if num_classes.__index__() < 1:
+        # as jax.nn.one_hot; PyTorch's -1 (infer from the labels) would need the labels'
+        # values on the host, which a traced call does not have
+        raise ValueError(f"one_hot: num_classes must be a positive int, got {num_classes} "
+                         f"(pass the number of classes explicitly)")
     labels = vnp.asarray(labels)
     if labels.dtype not in (dt.int32, dt.bool_):
         raise DTypeError(f"one_hot: labels must be integers, got {labels.dtype}")
-    classes = vnp.arange(int(num_classes))
+    classes = vnp.arange(num_classes.__index__())
     return vnp.equal(vnp.expand_dims(labels.astype(dt.int32), -1), classes).astype(dtype)
 
 
@@ -292,20 +302,27 @@ def linear(x: Any, w: Any, b: Any = None) -> Array:
     return y
 
 
+def _check_padding_string(name: str, padding: str, stride: tuple) -> None:
+    """PyTorch's construction-time checks of a padding string (its messages)."""
+    if padding not in ("valid", "same"):
+        raise ValueError(f"{name}: Invalid padding string {padding!r}, should be one of "
+                         f"{{'valid', 'same'}} (or pass an int or a pair of ints)")
+    if padding == "same" and stride != (1, 1):
+        raise ValueError(f"{name}: padding='same' is not supported for strided convolutions "
+                         f"(stride {stride}); pad explicitly with an int or a pair")
+
+
 def _conv_padding(name: str, padding: Any, k: tuple, dil: tuple, stride: tuple):
     """((lo_h, hi_h), (lo_w, hi_w)) from an int, a pair, 'valid' or 'same'."""
     if isinstance(padding, str):
+        _check_padding_string(name, padding, stride)
         if padding == "valid":
             return ((0, 0), (0, 0))
-        if padding == "same":
-            if stride != (1, 1):
-                raise ValueError(f"{name}: padding='same' needs stride 1, got stride {stride}")
-            out = []
-            for kk, d in zip(k, dil):
-                total = d * (kk - 1)
-                out.append((total // 2, total - total // 2))
-            return tuple(out)
-        raise ValueError(f"{name}: padding {padding!r} must be an int, a pair, 'valid' or 'same'")
+        out = []
+        for kk, d in zip(k, dil):
+            total = d * (kk - 1)
+            out.append((total // 2, total - total // 2))
+        return tuple(out)
     p = _pair(name, "padding", padding, 0)
     return ((p[0], p[0]), (p[1], p[1]))
 
@@ -329,6 +346,8 @@ def conv2d(x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0, dil
         raise ValueError(f"conv2d: groups {groups!r} must be a positive int")
     N, C, H, W = x.shape
     O, Cg, kh, kw = w.shape
+    if kh < 1 or kw < 1:
+        raise ShapeError(f"conv2d: weight {w.shape} has an empty kernel; kh and kw must be >= 1")
     if C % groups or O % groups or Cg != C // groups:
         raise ShapeError(f"conv2d: input {x.shape} with weight {w.shape} and groups={groups}: "
                          f"need C % groups == 0, O % groups == 0 and weight.shape[1] == C // groups "

@@ -208,9 +208,9 @@ _UNARY = {
     OpKind.Silu: (dt.FLOATS, "x * sigmoid(x)"),
 }
 for _k, (_ds, _doc) in _UNARY.items():
-    _grad = Grad.DISCONTINUOUS if _k is OpKind.Sign else Grad.RULE
+    # Sign is piecewise constant: its rule gives the zero gradient, as jax.grad(jnp.sign)
     _declare(_k, 1, ("approximate",) if _k is OpKind.Gelu else (), _same_shape,
-             _unary_dtype(_k.value, _ds), _ds, "elementwise", _grad, _doc, "unary")
+             _unary_dtype(_k.value, _ds), _ds, "elementwise", Grad.RULE, _doc, "unary")
 
 
 def _cast_dtype(d, a):

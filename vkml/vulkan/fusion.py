@@ -504,7 +504,8 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     # its own order (its shape, or a reshape of it)
     epi_of: dict[int, int] = {}       # region root id -> reduction node id
     for n in nodes:
-        if not _is_reduce(n) or n.id in outs or not cons[n.id]:
+        # an inlined Sum is elementwise code in the region that reads it, not a kernel
+        if not _is_reduce(n) or kind[n.id] != "opaque" or n.id in outs or not cons[n.id]:
             continue
         if any(n.inputs[0].shape[a] == 0 for a in n.attrs["axes"]):
             continue                  # an empty reduction is a fill: nothing to fuse into
