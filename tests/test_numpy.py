@@ -846,6 +846,9 @@ def test_remainder_gradient():
     gx, gy = vkml.grad(lambda x, y: (x % y).sum(), argnums=(0, 1))(x, y)
     np.testing.assert_array_equal(np.asarray(gx), [1.0, 1.0])
     np.testing.assert_array_equal(np.asarray(gy), -(np.array([5.5, -3.25]) // np.array([2.0, 1.5])))
+    gx, gy = vkml.grad(lambda x, y: (x // y).sum(), argnums=(0, 1))(x, y)   # zero, as JAX
+    np.testing.assert_array_equal(np.asarray(gx), [0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(gy), [0.0, 0.0])
 
 
 def test_operands_the_array_cannot_take_raise_type_error():

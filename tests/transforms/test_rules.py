@@ -73,6 +73,8 @@ CASES = {
                                  start=x * 0.0), [pos(5)]),
     # away from the jumps: x / y stays inside one integer interval under the FD step
     K.Remainder: (b(K.Remainder), [vnp.asarray([5.3, -3.7, 0.4, 9.1], F64), vnp.asarray([2.0, 1.5, -0.7, -2.2], F64)]),
+    K.FloorDivide: (lambda x, y: bind(K.FloorDivide, [x, y]) * x + y,
+                    [vnp.asarray([5.3, -3.7, 0.4, 9.1], F64), vnp.asarray([2.0, 1.5, -0.7, -2.2], F64)]),
     K.Maximum: (lambda x, y: bind(K.Maximum, [x, y]) * x, [a(6), a(6)]),
     K.Minimum: (lambda x, y: bind(K.Minimum, [x, y]) * y, [a(6), a(6)]),
     K.Where: (lambda x, y: bind(K.Where, [vnp.asarray([True, False, True]), x * x, y]), [a(2, 3), a(3)]),

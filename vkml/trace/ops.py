@@ -334,8 +334,9 @@ for _k, (_ds, _doc) in _BITWISE.items():
              Grad.INTEGER, _doc + "; shapes broadcast.", "binary")
 # NumPy's integer-valued division: on int32 exact (x // 0 and x % 0 are 0, INT_MIN // -1
 # wraps); on floats npy_divmod's algorithm over an exact fmod
+# (FloorDivide is piecewise constant: its rule gives the zero gradient, as Sign's and JAX's)
 _declare(OpKind.FloorDivide, 2, (), _bcast("FloorDivide"), _binary_dtype("FloorDivide", dt.NUMERIC),
-         dt.NUMERIC, "elementwise", Grad.DISCONTINUOUS,
+         dt.NUMERIC, "elementwise", Grad.RULE,
          "x // y: the quotient rounded toward -inf, as NumPy (floats: (x - fmod(x, y)) / y "
          "snapped to an integer; x // 0 is x / 0; int32: x // 0 is 0, INT_MIN // -1 wraps); "
          "shapes broadcast.", "binary")

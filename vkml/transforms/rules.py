@@ -207,9 +207,9 @@ RULES = {
     K.Div: _binary(lambda n, g, a, b: g / b, lambda n, g, a, b: -g * E(n) / b),
     K.Pow: _binary(_pow_a, _pow_b),
     K.IntegerPow: _integer_pow,
-    # x % y = x - y * floor(x / y): the floor is piecewise constant (as in JAX)
-    K.Remainder: _binary(lambda n, g, a, b: g,
-                         lambda n, g, a, b: -g * op(K.StopGradient, op(K.FloorDivide, a, b))),
+    # x // y is piecewise constant (zero almost everywhere, as JAX's); x % y = x - y * (x // y)
+    K.FloorDivide: lambda n, g, a, b: (None, None),
+    K.Remainder: _binary(lambda n, g, a, b: g, lambda n, g, a, b: -g * op(K.FloorDivide, a, b)),
     K.Maximum: _binary(lambda n, g, a, b: _ties(a, b, g), lambda n, g, a, b: _ties(b, a, g)),
     K.Minimum: _binary(lambda n, g, a, b: _ties(b, a, g), lambda n, g, a, b: _ties(a, b, g)),
     K.Where: lambda n, g, c, a, b: (None, unbroadcast(where(c, g, 0.0), a.shape),
