@@ -295,6 +295,11 @@ def _integer_pow_dtype(d, a):
     return np.dtype(d[0])
 
 
+# An operator, not a rewrite in vkml.numpy.power (as jax.lax.integer_pow): its rule is
+# again an IntegerPow, n * x ** (n - 1), so every order of derivative stays on exact
+# multiplication chains (a rewrite to Mul nodes would differentiate to a sum of products,
+# and x ** 2.0 through Pow to exp(log)); a power is one node of the graph, fused like any
+# elementwise operator, with its chain emitted once by the kernel.
 _declare(OpKind.IntegerPow, 1, ("exponent",), _same_shape, _integer_pow_dtype, dt.NUMERIC,
          "elementwise", Grad.RULE,
          "x ** n for a constant n that is an integer or k + 0.5, as a chain of multiplications "
