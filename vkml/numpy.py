@@ -644,10 +644,14 @@ def outer(a, b) -> Array:
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
-def einsum(subscripts: str, *operands) -> Array:
-    """Einstein summation for explicit two-operand (or one-operand) specs via matmul."""
-    from .einsum import einsum as _e
-    return _e(subscripts, *operands)
+def einsum(subscripts, *operands, out=None, optimize="auto", dtype=None) -> Array:
+    """Einstein summation with NumPy's subscripts, as pairwise matmuls (see vkml/einsum.py).
+
+    >>> einsum("ij,j->i", asarray([[1, 2], [3, 4]]), asarray([1, 1])).numpy().tolist()
+    [3, 7]
+    """
+    from .einsum import einsum as _e     # lazily: vkml/einsum.py is built on this module
+    return _e(subscripts, *operands, out=out, optimize=optimize, dtype=dtype)
 
 
 # --------------------------------------------------------------------------- shape
