@@ -273,7 +273,10 @@ def _pair(a, la, b, lb, keep: set):
     m = [c for c in la if c not in lb]
     n = [c for c in lb if c not in la]
     size = dict(zip(la, a.shape)) | dict(zip(lb, b.shape))
-    dims = lambda cs: tuple(size[c] for c in cs)     # noqa: E731
+
+    def dims(cs):
+        return tuple(size[c] for c in cs)
+
     if not summed:
         a = vnp.reshape(_permute(a, la, batch + m), dims(batch + m) + (1,) * len(n))
         b = vnp.reshape(_permute(b, lb, batch + n), dims(batch) + (1,) * len(m) + dims(n))
