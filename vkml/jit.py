@@ -225,7 +225,7 @@ class Compiled:
 
     def profile(self, leaves: Sequence[Array]) -> list[tuple[str, float]]:
         """Run once on leaves with every kernel timed alone: (kernel name, seconds)."""
-        from .vulkan.executor import Recording, rebind
+        from .vulkan.executor import Recording, arm, raise_checks, rebind
         if not self.lowered.dispatches:
             return []
         rt = self.rt
@@ -234,7 +234,9 @@ class Compiled:
             if ph.block.buffer is None and id(ph.block) not in binding:
                 binding[id(ph.block)] = rt.allocator.alloc(ph.nbytes, "jit output")
         rec = Recording(rt, rebind(self.lowered.dispatches, binding), like=self.base, profile=True)
+        arm(self.lowered.checks)
         rec.submit()
+        raise_checks(self.lowered.checks)
         return rec.kernel_times()
 
     def run(self, leaves: Sequence[Array], donated: set[int]) -> list[Array]:
@@ -303,7 +305,16 @@ class Compiled:
             self.copy_out = self.copy_out or CopyCommands(rt)
             cbs.append(self.copy_out.record(out_slow))
         if cbs:
-            rt.submit(cbs)
+            checks = self.lowered.checks
+            if checks:
+                # device checks (int32 overflow, `vkml.debug` index checks): raised as the
+                # call's results are produced, before any is returned
+                from .vulkan.executor import arm, raise_checks
+                arm(checks)
+                rt.submit(cbs)
+                raise_checks(checks)
+            else:
+                rt.submit(cbs)
         _memcpy(out_fast)
         return outs
 
