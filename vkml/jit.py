@@ -11,6 +11,7 @@ from collections import OrderedDict
 from typing import Callable, Sequence
 
 from .array import Array, bind
+from .debug import checks_enabled
 from .trace import dtypes as dt
 from .trace import tracer
 from .trace.tracer import _stack
@@ -468,7 +469,8 @@ class Jitted:
         static, dyn, key_static = split or self._split(args)
         leaves, treedef = flat or tree_flatten(dyn)
         leaves = [l if type(l) is Array else vnp.asarray(l) for l in leaves]
-        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static)
+        # traced with `vkml.debug` index checks or without: two programs
+        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static, checks_enabled())
         entry = self.cache.get(key)
         if entry is None:
             graph, out_tree, captured, _, effects = self._traced_graph(args, static, dyn)
@@ -489,7 +491,7 @@ class Jitted:
                     break
                 key.append((a.shape, a.dtype))
             else:
-                hit = plain.get(tuple(key))
+                hit = plain.get((checks_enabled(), tuple(key)))
                 if hit is not None and not _stack():
                     for a in args:
                         if type(a._buf) is _DonatedBuffer:
@@ -511,7 +513,7 @@ class Jitted:
             return self.f(*args)
         (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args, split, flat)
         if self._plain is not None and not targets and all(type(a) is Array for a in args):
-            self._plain[tuple((a.shape, a.dtype) for a in args)] = (compiled, out_tree)
+            self._plain[(checks_enabled(), tuple((a.shape, a.dtype) for a in args))] = (compiled, out_tree)
         for l in leaves:
             if _is_donated(l):
                 getattr(l._buf, "nbytes")   # raises DonatedArrayError, naming the array
