@@ -16,6 +16,8 @@ import pytest
 import vkml
 import vkml.numpy as vnp
 import vkml.nn.functional as F
+from vkml.array import bind
+from vkml.trace.ops import OpKind as K
 
 X = vnp.asarray(np.array([10.0, 20.0, 30.0], np.float32))
 X2 = vnp.asarray(np.arange(12, dtype=np.float32).reshape(4, 3))
@@ -174,3 +176,31 @@ def test_int32_overflow_raises_under_every_transform():
         with pytest.raises(OverflowError, match="does not fit int32"):
             np.asarray(f(x))
     assert int(vkml.jit(vnp.sum)(vnp.full((70000,), 3, dtype="int32"))) == 210000
+
+
+# every operator that sums or multiplies int32 values: (name, fn(x) on an int32 array x of
+# shape (6, 4) -> result, as int64 in NumPy)
+ACCUMULATING = [
+    ("Sum", lambda x: vnp.sum(x, axis=0), lambda x: x.sum(0)),
+    ("Prod", lambda x: vnp.prod(x[:2], axis=0), lambda x: x[:2].prod(0)),
+    ("Cumsum", lambda x: vnp.cumsum(x, axis=0), lambda x: x.cumsum(0)),
+    ("MatMul", lambda x: vnp.transpose(x) @ x, lambda x: x.T @ x),
+    ("ScatterAdd", lambda x: bind(K.ScatterAdd, [x, vnp.asarray(np.array([0, 1, 0, 1, 0, 1], np.int32))],
+                                  axis=0, size=2),
+     lambda x: np.stack([x[0::2].sum(0), x[1::2].sum(0)])),
+]
+
+
+@pytest.mark.parametrize("name,fn,ref", ACCUMULATING, ids=[a[0] for a in ACCUMULATING])
+def test_int32_accumulations_are_exact_or_raise(name, fn, ref):
+    """Partial results past int32 stay exact (int64 on the device); a result that does
+    not fit raises OverflowError naming the op, eager and under jit; never a wrapped value."""
+    rng = np.random.default_rng(1)
+    small = rng.integers(-40, 40, (6, 4)).astype(np.int32)
+    for f in (fn, vkml.jit(fn)):
+        np.testing.assert_array_equal(np.asarray(f(vnp.asarray(small))), ref(small.astype(np.int64)))
+    big = np.full((6, 4), 2**16 + 1, np.int32) * np.int32(1 if name == "Prod" else 2**14)
+    assert np.abs(ref(big.astype(np.int64))).max() > 2**31 - 1
+    for f in (fn, vkml.jit(fn)):
+        with pytest.raises(OverflowError, match=rf"^{name}: .*does not fit int32.*float64"):
+            np.asarray(f(vnp.asarray(big)))

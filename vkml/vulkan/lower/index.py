@@ -208,6 +208,23 @@ def _index_select(node, ins, out, ctx) -> None:
     ctx.dispatch(k, [out.size, idx.shape[0], x.shape[ax], inner], [out, x, idx], threads=out.size)
 
 
+def _wide_sums(body: str, node, ctx, n_bind: int) -> tuple[str, list]:
+    """An int32 scatter's body summing in int64, its store checked against int32 (binding
+    n_bind + 1, a device check): the extra views. Float bodies are returned unchanged."""
+    if "int acc = int(0);" not in body:
+        return body, []
+    from .reduce import overflow_error
+    if not ctx.dev.has_int64:
+        raise overflow_error("ScatterAdd", node.inputs[0].shape, (node.attrs["axis"],), ctx.dev.name)
+    shape, axis = node.inputs[0].shape, node.attrs["axis"]
+    err = ctx.check(lambda w: overflow_error("ScatterAdd", shape, (axis,)))
+    body = ("#extension GL_ARB_gpu_shader_int64 : enable\n" + binding(n_bind + 1, "int", "err")
+            + body.replace("int acc = int(0);", "int64_t acc = 0l;").replace(
+                "dst[o] = acc;", "if (acc < -2147483648l || acc > 2147483647l) atomicOr(err[0], 1);\n"
+                "  dst[o] = int(acc);"))
+    return body, [err]
+
+
 def _scatter_add(node, ins, out, ctx) -> None:
     src, idx = ins
     ax, size = node.attrs["axis"], node.attrs["size"]
@@ -221,8 +238,9 @@ def _scatter_add(node, ins, out, ctx) -> None:
     if m <= SORT_MIN:
         decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
                 + binding(3, "int", "idx", readonly=True))
-        k = ctx.kernel("ScatterAdd", _SCAN.format(decl=decl, norm=_NORM, T=T), 3)
-        ctx.dispatch(k, meta, [out, src, idx], threads=out.size)
+        body, extra = _wide_sums(_SCAN.format(decl=decl, norm=_NORM, T=T), node, ctx, 3)
+        k = ctx.kernel("ScatterAdd", body, 3 + len(extra))
+        ctx.dispatch(k, meta, [out, src, idx] + extra, writes=(0, 3)[:1 + len(extra)], threads=out.size)
         return
     sc = ctx.scratch
     off_b, off_s, _ = _scratch_layout(m, size)
@@ -243,8 +261,10 @@ def _scatter_add(node, ins, out, ctx) -> None:
     ctx.dispatch(k, [m, size], [starts, bufs[cur]], threads=size + 1)
     decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
             + binding(3, "ivec2", "pairs", readonly=True) + binding(4, "int", "starts", readonly=True))
-    k = ctx.kernel("ScatterAddGather", _GATHER.format(decl=decl, T=T), 4)
-    ctx.dispatch(k, meta, [out, src, bufs[cur], starts], threads=out.size)
+    body, extra = _wide_sums(_GATHER.format(decl=decl, T=T), node, ctx, 4)
+    k = ctx.kernel("ScatterAddGather", body, 4 + len(extra))
+    ctx.dispatch(k, meta, [out, src, bufs[cur], starts] + extra, writes=(0, 4)[:1 + len(extra)],
+                 threads=out.size)
 
 
 def index_error(what: str, value: int, size: int, axis: int | None, ignore: int | None = None) -> IndexError:
