@@ -204,3 +204,16 @@ def test_int32_accumulations_are_exact_or_raise(name, fn, ref):
     for f in (fn, vkml.jit(fn)):
         with pytest.raises(OverflowError, match=rf"^{name}: .*does not fit int32.*float64"):
             np.asarray(f(vnp.asarray(big)))
+
+
+def test_device_without_int64_refuses_int32_accumulation(monkeypatch):
+    """No shaderInt64: an int32 accumulation is refused at the call, naming the op and the
+    missing feature, rather than run in 32 bits where it could wrap."""
+    from vkml.vulkan import runtime
+    monkeypatch.setattr(runtime.get().dev, "has_int64", False)
+    x = vnp.asarray(np.ones((3, 37), np.int32))       # shapes no other test compiles
+    for name, f in [("Sum", lambda: vnp.sum(x, axis=1)), ("Cumsum", lambda: vnp.cumsum(x, axis=1)),
+                    ("Prod", lambda: vnp.prod(x, axis=1)), ("MatMul", lambda: x @ vnp.transpose(x))]:
+        with pytest.raises(vkml.DTypeError, match=rf"^{name}: .*shaderInt64.*float64"):
+            f()
+    assert float(vnp.sum(x.astype("float32"))) == 111.0      # floats need no int64
