@@ -217,3 +217,23 @@ def test_device_without_int64_refuses_int32_accumulation(monkeypatch):
         with pytest.raises(vkml.DTypeError, match=rf"^{name}: .*shaderInt64.*float64"):
             f()
     assert float(vnp.sum(x.astype("float32"))) == 111.0      # floats need no int64
+
+
+def test_checks_in_one_program_with_other_kernels():
+    """Several checked kernels in one jitted program (on CPU devices `merge` runs them as
+    one dispatch): each check is its own, and the one that fails is the one reported."""
+    f = vkml.jit(lambda a, b, c, i: (vnp.sum(a, axis=1), vnp.cumsum(b, axis=0), vnp.exp(c).sum(),
+                                     vnp.take(c, i)))
+    a, b = vnp.asarray(np.ones((4, 8), np.int32)), vnp.asarray(np.ones((5, 3), np.int32))
+    c, i = vnp.ones((7,)), vnp.asarray([1, 2])
+    with vkml.debug.checks():
+        r = f(a, b, c, i)
+        np.testing.assert_array_equal(np.asarray(r[0]), [8] * 4)
+        np.testing.assert_array_equal(np.asarray(r[1])[-1], [5] * 3)
+        with pytest.raises(IndexError, match="take: index 9 "):
+            f(a, b, c, vnp.asarray([1, 9]))
+        with pytest.raises(OverflowError, match="^Sum: "):
+            f(vnp.asarray(np.full((4, 8), 2**29, np.int32)), b, c, i)
+        with pytest.raises(OverflowError, match="^Cumsum: "):
+            f(a, vnp.asarray(np.full((5, 3), 2**29, np.int32)), c, i)
+        np.testing.assert_array_equal(np.asarray(f(a, b, c, i)[3]), [1.0, 1.0])   # re-armed
