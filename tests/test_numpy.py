@@ -502,6 +502,26 @@ def test_take():
     check(vnp.take(a, 2, axis=1), np.take(x, 2, axis=1))
 
 
+def test_take_and_indexing_out_of_range_raise_like_numpy():
+    """NumPy raises IndexError for an out-of-range index (negative ones count from the
+    end, once); vkml says the same, after the function's name (tests/test_debug.py
+    covers the traced cases)."""
+    x = data((3, 5))
+    a = vnp.asarray(x)
+    for idx, axis, size in [([5], 1, 5), ([-6], 1, 5), ([3], 0, 3), ([-4], 0, 3)]:
+        with pytest.raises(IndexError) as np_err:
+            np.take(x, idx, axis=axis)
+        with pytest.raises(IndexError, match=f"^take: index {idx[0]} is out of bounds for axis {axis} "
+                                             f"with size {size}$") as err:
+            vnp.take(a, idx, axis=axis)
+        assert str(np_err.value) in str(err.value)
+    with pytest.raises(IndexError, match="^take: index 15 is out of bounds for axis 0 with size 15"):
+        vnp.take(a, [15])                          # flattened
+    with pytest.raises(IndexError, match="^getitem: index 3 is out of bounds for axis 0 with size 3"):
+        a[[0, 3]]
+    check(a[[-1, -3]], x[[-1, -3]])
+
+
 @pytest.mark.parametrize("pad_width, kw", [
     (1, {}), (((1, 2), (0, 3)), {}), ((2, 1), {"constant_values": 5}),
     (((0, 0), (1, 1)), {"constant_values": -1.5}),

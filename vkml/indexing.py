@@ -32,7 +32,8 @@ def getitem(a: Array, idx) -> Array:
 
     As in NumPy, an integer array combined with integers that are not next to it (a slice
     or None in between) puts the array's dimensions first: x[0, :, [1, 2]] has shape
-    (2, x.shape[1]).
+    (2, x.shape[1]). An index array out of range raises IndexError when it is concrete
+    and is clamped when traced (`vkml.numpy.take`).
 
     >>> import vkml.numpy as vnp
     >>> vnp.arange(10)[1:8:3].numpy().tolist()
@@ -95,7 +96,7 @@ def getitem(a: Array, idx) -> Array:
     arr_first = False
     if array_index is not None:
         ax, arr = array_index
-        x = vnp.take(x, arr, axis=ax)  # replaces axis ax by arr.shape, in place
+        x = vnp.take(x, arr, axis=ax, _what="getitem")  # replaces axis ax by arr.shape, in place
         # ints count as advanced indices beside an array; split apart, NumPy moves the
         # advanced dimensions to the front
         arr_first = adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from typing import Callable, Sequence
 
 from .array import Array, bind
+from .debug import checks_enabled
 from .trace import dtypes as dt
 from .trace import tracer
 from .trace.tracer import _stack
@@ -223,7 +224,7 @@ class Compiled:
 
     def profile(self, leaves: Sequence[Array]) -> list[tuple[str, float]]:
         """Run once on leaves with every kernel timed alone: (kernel name, seconds)."""
-        from .vulkan.executor import Recording, rebind
+        from .vulkan.executor import Recording, arm, raise_checks, rebind
         if not self.lowered.dispatches:
             return []
         rt = self.rt
@@ -232,7 +233,9 @@ class Compiled:
             if ph.block.buffer is None and id(ph.block) not in binding:
                 binding[id(ph.block)] = rt.allocator.alloc(ph.nbytes, "jit output")
         rec = Recording(rt, rebind(self.lowered.dispatches, binding), like=self.base, profile=True)
+        arm(self.lowered.checks)
         rec.submit()
+        raise_checks(self.lowered.checks)
         return rec.kernel_times()
 
     def run(self, leaves: Sequence[Array], donated: set[int]) -> list[Array]:
@@ -301,7 +304,16 @@ class Compiled:
             self.copy_out = self.copy_out or CopyCommands(rt)
             cbs.append(self.copy_out.record(out_slow))
         if cbs:
-            rt.submit(cbs)
+            checks = self.lowered.checks
+            if checks:
+                # device checks (int32 overflow, `vkml.debug` index checks): raised as the
+                # call's results are produced, before any is returned
+                from .vulkan.executor import arm, raise_checks
+                arm(checks)
+                rt.submit(cbs)
+                raise_checks(checks)
+            else:
+                rt.submit(cbs)
         _memcpy(out_fast)
         return outs
 
@@ -375,7 +387,8 @@ class Jitted:
         static, dyn, key_static = split or self._split(args)
         leaves, treedef = flat or tree_flatten(dyn)
         leaves = [l if type(l) is Array else vnp.asarray(l) for l in leaves]
-        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static)
+        # traced with `vkml.debug` index checks or without: two programs
+        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static, checks_enabled())
         entry = self.cache.get(key)
         if entry is None:
             graph, out_tree, captured, _ = self._trace(args, static, dyn)
@@ -395,7 +408,7 @@ class Jitted:
                     break
                 key.append((a.shape, a.dtype))
             else:
-                hit = plain.get(tuple(key))
+                hit = plain.get((checks_enabled(), tuple(key)))
                 if hit is not None and not _stack():
                     for a in args:
                         if type(a._buf) is _DonatedBuffer:
@@ -416,7 +429,7 @@ class Jitted:
             return self.f(*args)
         (compiled, out_tree), leaves, dyn, _ = self._entry(args, split, flat)
         if self._plain is not None and all(type(a) is Array for a in args):
-            self._plain[tuple((a.shape, a.dtype) for a in args)] = (compiled, out_tree)
+            self._plain[(checks_enabled(), tuple((a.shape, a.dtype) for a in args))] = (compiled, out_tree)
         for l in leaves:
             if _is_donated(l):
                 getattr(l._buf, "nbytes")   # raises DonatedArrayError, naming the array

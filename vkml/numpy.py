@@ -736,10 +736,14 @@ def outer(a, b) -> Array:
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
-def einsum(subscripts: str, *operands) -> Array:
-    """Einstein summation for explicit two-operand (or one-operand) specs via matmul."""
-    from .einsum import einsum as _e
-    return _e(subscripts, *operands)
+def einsum(subscripts, *operands, out=None, optimize="auto", dtype=None) -> Array:
+    """Einstein summation with NumPy's subscripts, as pairwise matmuls (see vkml/einsum.py).
+
+    >>> einsum("ij,j->i", asarray([[1, 2], [3, 4]]), asarray([1, 1])).numpy().tolist()
+    [3, 7]
+    """
+    from .einsum import einsum as _e     # lazily: vkml/einsum.py is built on this module
+    return _e(subscripts, *operands, out=out, optimize=optimize, dtype=dtype)
 
 
 # --------------------------------------------------------------------------- shape
@@ -870,8 +874,17 @@ def split(a, indices_or_sections, axis: int = 0) -> list[Array]:
     return out
 
 
-def take(a, indices, axis=None) -> Array:
-    """Gather along axis (flattened when None); negative indices wrap, out of range clamps."""
+def take(a, indices, axis=None, _what: str = "take") -> Array:
+    """Gather along axis (flattened when None); negative indices count from the end.
+
+    A concrete index out of range raises IndexError (NumPy's rule). A traced one (under
+    jit, grad or vmap) is clamped into range, as in JAX, and its gradient is dropped;
+    `vkml.debug.checks` checks it on the device instead.
+
+    >>> take(arange(5) * 10, [4, -1]).numpy().tolist()
+    [40, 40]
+    """
+    from .debug import check_index
     a = asarray(a)
     idx = asarray(indices)
     if idx.dtype != dt.int32:
@@ -881,7 +894,7 @@ def take(a, indices, axis=None) -> Array:
     if axis is None or a.ndim == 0:   # NumPy: a 0-d array has axis 0 here, as 1-d
         a, axis = reshape(a, (-1,)), 0 if axis is None else axis
     ax = normalize_axis("take", axis, a.ndim)
-    flat = reshape(idx, (-1,))
+    flat = check_index(_what, reshape(idx, (-1,)), a.shape[ax], ax)
     out = bind(OpKind.IndexSelect, [a, flat], axis=ax)
     return reshape(out, a.shape[:ax] + idx.shape + a.shape[ax + 1:])
 

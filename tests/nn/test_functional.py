@@ -175,6 +175,12 @@ def test_cross_entropy_grad_and_errors():
         F.cross_entropy(f64(logits), vnp.asarray([True, False, True]))
     with pytest.raises(ValueError, match="reduction"):
         F.cross_entropy(f64(logits), labels, reduction="avg")
+    # labels out of [0, C) raise (PyTorch: "Target 3 is out of bounds"), ignore_index aside
+    for bad in (3, -1, 10):
+        for f in (F.cross_entropy, F.nll_loss):
+            with pytest.raises(IndexError, match=rf"^{f.__name__}: label {bad} is out of bounds for 3 classes"):
+                f(f64(logits), vnp.asarray([0, bad, 1]))
+    assert np.isfinite(float(F.cross_entropy(f64(logits), vnp.asarray([0, -100, 1]))))
 
 
 def test_mse_loss_and_one_hot():
@@ -424,6 +430,8 @@ def test_embedding():
     w = RNG.standard_normal((5, 3))
     ids = np.array([[0, 4, 4], [2, 1, 0]], np.int32)
     close64(F.embedding(vnp.asarray(ids), f64(w)), w[ids])
+    with pytest.raises(IndexError, match=rf"^embedding: index {w.shape[0]} is out of bounds for axis 0"):
+        F.embedding(vnp.asarray([0, w.shape[0]]), f64(w))
     g = vkml.grad(lambda w: (F.embedding(vnp.asarray(ids), w) * f64(np.arange(3.0))).sum())(f64(w))
     want = np.zeros((5, 3))
     np.add.at(want, ids.ravel(), np.arange(3.0))

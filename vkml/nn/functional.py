@@ -205,7 +205,13 @@ def _class_last(name: str, logits: Any) -> tuple[Array, int]:
 
 def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean", ignore_index: int = -100) -> Array:
     """Negative log-likelihood of integer labels under log-probabilities (class axis 1, or 0
-    for a single unbatched example); as cross_entropy without the log_softmax."""
+    for a single unbatched example); as cross_entropy without the log_softmax (labels
+    checked in the same way).
+
+    >>> lp = vnp.log(vnp.asarray([[0.5, 0.5]]))
+    >>> round(float(nll_loss(lp, vnp.asarray([1]))), 4)
+    0.6931
+    """
     lp = _float(log_probs, "nll_loss")
     shown = lp.shape
     if lp.ndim == 0:
@@ -236,6 +242,8 @@ def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ign
     if labels.shape != want:
         raise ShapeError(f"{name}: labels of shape {labels.shape} do not match logits of shape "
                          f"{shown}; expected labels of shape {want} (one class index per example)")
+    from ..debug import check_index
+    labels = check_index(name, labels, C, None, negative=False, ignore=int(ignore_index))
     hit = vnp.equal(vnp.expand_dims(labels, -1), vnp.arange(C))
     loss = -vnp.sum(vnp.where(hit, logp, 0.0), axis=-1)
     if smoothing:
@@ -252,9 +260,10 @@ def cross_entropy(logits: Any, labels: Any, reduction: str = "mean", label_smoot
     logits: (N, C), (C,) or (N, C, d1, ...) (class axis 1). labels: int32 class indices of
     shape (N,), () or (N, d1, ...), or float class probabilities of the logits' shape.
     label_smoothing mixes the target with the uniform distribution; labels equal to
-    ignore_index contribute nothing, and "mean" averages over the others. Other labels
-    outside [0, C) are not checked (that would need a device readback): they select no
-    class and contribute only the smoothing term.
+    ignore_index contribute nothing, and "mean" averages over the others. A concrete label
+    outside [0, C) (other than ignore_index) raises IndexError, as PyTorch does; a traced
+    one (jit, grad, vmap) selects no class and contributes only the smoothing term, unless
+    `vkml.debug.checks` is on (then the device checks it).
 
     >>> logits = vnp.asarray([[2.0, 0.0], [0.0, 2.0]])
     >>> round(float(cross_entropy(logits, vnp.asarray([0, 1]))), 4)
@@ -554,8 +563,9 @@ def dropout(x: Any, p: float = 0.5, key: Any = None, training: bool = True) -> A
 
 def embedding(ids: Any, weight: Any) -> Array:
     """Rows of weight (num_embeddings, dim) picked by integer ids of any shape: the result
-    has shape ids.shape + (dim,). Negative ids count from the end and out-of-range ids
-    are clamped (the IndexSelect convention), not checked.
+    has shape ids.shape + (dim,). Negative ids count from the end. A concrete id out of
+    range raises IndexError; a traced one (jit, grad, vmap) is clamped, as in JAX, unless
+    `vkml.debug.checks` is on (then the device checks it).
 
     >>> embedding(vnp.asarray([[0, 1]]), vnp.ones((3, 4))).shape
     (1, 2, 4)
@@ -565,4 +575,4 @@ def embedding(ids: Any, weight: Any) -> Array:
         raise DTypeError(f"embedding: ids must be integers, got {ids.dtype}")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be (num_embeddings, embedding_dim), got {weight.shape}")
-    return vnp.take(weight, ids.astype(dt.int32), axis=0)
+    return vnp.take(weight, ids.astype(dt.int32), axis=0, _what="embedding")

@@ -47,6 +47,7 @@ class OpKind(enum.Enum):
     IndexSelect = "IndexSelect"; ScatterAdd = "ScatterAdd"; MatMul = "MatMul"; Im2Col = "Im2Col"
     Col2Im = "Col2Im"; MaxPool2d = "MaxPool2d"; MaxPool2dBackward = "MaxPool2dBackward"
     SliceBackward = "SliceBackward"
+    CheckIndex = "CheckIndex"
     # normalised exponentials
     Softmax = "Softmax"; LogSoftmax = "LogSoftmax"
 
@@ -541,12 +542,34 @@ def _scatter_shape(s, a):
 _declare(OpKind.IndexSelect, 2, ("axis",), _index_select_shape, _index_dtype("IndexSelect"),
          dt.ALL, "index", Grad.RULE,
          "Gather whole slices along `axis`: out[.., j, ..] = x[.., idx[j], ..]. Negative indices "
-         "count from the end; out-of-range indices are clamped (as in JAX).", "index")
+         "count from the end (once); out-of-range indices are clamped, as JAX's gathers do. The "
+         "surface (take, indexing, embedding) raises IndexError for a concrete out-of-range index "
+         "first; a traced one is clamped unless `vkml.debug.checks` puts a CheckIndex before it.",
+         "index")
 _declare(OpKind.ScatterAdd, 2, ("axis", "size"), _scatter_shape, _index_dtype("ScatterAdd"),
          dt.NUMERIC, "index", Grad.RULE,
          "Deterministic scatter-add: out[.., idx[j], ..] += src[.., j, ..] into zeros with "
-         "`size` positions along `axis` (adjoint of IndexSelect). Indices as in IndexSelect.",
-         "index")
+         "`size` positions along `axis` (adjoint of IndexSelect). Negative indices count from the "
+         "end (once); out-of-range updates are dropped, as JAX's scatters do (so an index that "
+         "IndexSelect clamped gets no gradient, as in JAX).", "index")
+
+
+def _check_index_attrs(s, a):
+    size, ignore = a["size"], a["ignore"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise ShapeError(f"CheckIndex: size {size!r} must be an int >= 0")
+    if ignore is not None and not isinstance(ignore, int):
+        raise ShapeError(f"CheckIndex: ignore {ignore!r} must be an int or None")
+    return s[0]
+
+
+_declare(OpKind.CheckIndex, 1, ("size", "negative", "ignore", "what", "axis"), _check_index_attrs,
+         _unary_dtype("CheckIndex", (dt.int32,)), (dt.int32,), "index", Grad.DISCONTINUOUS,
+         "Indices passed through unchanged, each checked on the device to lie in [0, size) "
+         "([-size, size) when `negative`; `ignore`, where not None, is allowed too); the host "
+         "raises IndexError naming `what` (the function), an out-of-range value and the "
+         "bound (`axis` for an index, None for a class label) after the program runs. Put "
+         "before a gather by the surface under `vkml.debug.checks`.", "index")
 
 
 def _matmul_shape(s, a):
@@ -687,6 +710,7 @@ _SHAPE_OVERRIDES = {
     OpKind.MaxPool2d: "(N, C, OH, OW), OH as for Im2Col",
     OpKind.MaxPool2dBackward: "shape of x",
     OpKind.SliceBackward: "`shape` attribute (the sliced array's original shape)",
+    OpKind.CheckIndex: "same as the input",
 }
 for _k, _s in SPECS.items():
     _s.extra["shape"] = _SHAPE_OVERRIDES.get(_k) or _SHAPE_WORDS.get(_s.family, "see doc")

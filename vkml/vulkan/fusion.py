@@ -528,7 +528,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     mm_epi: dict[int, int] = {}       # region root id -> MatMul node id
     for n in nodes:
         if (n.op is not OpKind.MatMul or not MATMUL_EPILOGUES or n.id in outs or not cons[n.id]
-                or len(n.shape) < 2):
+                or len(n.shape) < 2 or n.dtype == np.int32):    # int32: `matmul._int_matmul`
             continue
         e = _sole_region(n, cons, kind, member, mat)
         if e is None or e in epi_of or e in mm_epi:
