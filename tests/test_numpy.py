@@ -785,6 +785,23 @@ def test_integer_power_dtypes():
     check(a ** vnp.asarray([1.0, 2.0, 0.5, 1.0]), x ** np.array([1.0, 2.0, 0.5, 1.0]), F32)
 
 
+def test_integer_power_of_integer_arrays():
+    """Issue 14: an integer to an integer array was float32 Pow (NumPy: exact integers)."""
+    x, y = np.array([2, -3, 0, 46341, 7], I32), np.array([10, 3, 0, 2, 11], I32)
+    a, b = vnp.asarray(x), vnp.asarray(y)
+    check(a ** b, x ** y, I32)
+    check(vnp.power(a, b), np.power(x, y), I32)
+    check(2 ** b, 2 ** y, I32)
+    check(a ** vnp.asarray([True, False, True, True, False]), x ** np.array([1, 0, 1, 1, 0]), I32)
+    check(vnp.asarray([True, False]) ** vnp.asarray([False, True]), np.array([1, 0]), I32)
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed."):
+        a ** vnp.asarray([1, -1, 1, 1, 1], I32)
+    # traced, a negative exponent cannot be refused: the operator's truncated value
+    f = vkml.jit(lambda a, b: a ** b)
+    got = f(vnp.asarray([1, -1, -1, 2, 0], I32), vnp.asarray([-3, -3, -2, -1, 5], I32))
+    np.testing.assert_array_equal(np.asarray(got), [1, -1, 1, 0, 0])
+
+
 def test_power_traced_and_vmapped_uses_the_chain():
     from vkml.trace.graph import toposort
     from vkml.trace.ops import OpKind

@@ -390,8 +390,18 @@ def power(x, y) -> Array:
         if not dt.is_float(d) and n < 0:
             raise ValueError("Integers to negative integer powers are not allowed.")
         return bind(OpKind.IntegerPow, [xa.astype(d)], exponent=n)
-    (x, y), _ = _float_operands("power", x, y)
-    return bind(OpKind.Pow, [x, y])
+    (xa, ya), d = _operands("power", x, y)
+    if not dt.is_float(d):
+        # integers to an integer array: exact in int32 (NumPy's int result); a concrete
+        # negative exponent is refused as NumPy refuses it, a traced one has the
+        # operator's documented value
+        if d == dt.bool_:
+            xa, ya = xa.astype(dt.int32), ya.astype(dt.int32)
+        if (ya._trace is None and math.prod(broadcast_shapes("power", xa.shape, ya.shape))
+                and bool(min(ya).numpy() < 0)):
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        return bind(OpKind.Pow, [xa, ya])
+    return bind(OpKind.Pow, [xa, ya])
 
 
 def _compare(kind: OpKind, name: str):

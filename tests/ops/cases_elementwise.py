@@ -305,6 +305,30 @@ for _d in FLOATS:
     _add(OpKind.Pow, "wide", _pw, _rounded(np.power, _d), [_a.astype(_d), _b.astype(_d)], _d,
          rtol=tol(_d)[0], atol=0.0)
 
+
+
+def _int_pow_ref(x, y):
+    """NumPy's int32 power (wrapping), and the operator's value for y < 0."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.int32), np.asarray(y, np.int32))
+    with np.errstate(all="ignore"):
+        out = np.power(x, np.maximum(y, 0)).astype(np.int32)
+    neg = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 1, -1, 1), 0)).astype(np.int32)
+    return np.where(y < 0, neg, out)
+
+
+_ipw = lambda x, y: bind(OpKind.Pow, [x, y])
+_add(OpKind.Pow, "int-exact", _ipw, _int_pow_ref,
+     [RNG.integers(-12, 13, 400).astype(np.int32), RNG.integers(0, 9, 400).astype(np.int32)],
+     np.int32, exact=True)
+_add(OpKind.Pow, "int-wraps", _ipw, _int_pow_ref,
+     [RNG.integers(-2**31, 2**31 - 1, 300).astype(np.int32), RNG.integers(0, 70, 300).astype(np.int32)],
+     np.int32, exact=True)
+_add(OpKind.Pow, "int-edges", _ipw, _int_pow_ref,
+     list(_grid([0, 1, -1, 2, -2, 3, 46341, -2147483647, 31, 32, -3, -2147483648], np.int32)),
+     np.int32, exact=True)
+_add(OpKind.Pow, "int-bcast", _ipw, _int_pow_ref,
+     [RNG.integers(-5, 6, (3, 1)).astype(np.int32), np.arange(5, dtype=np.int32)], np.int32, exact=True)
+
 # --------------------------------------------------------------------------- Where
 for _d in ALL:
     _w = lambda c, x, y: bind(OpKind.Where, [c, x, y])

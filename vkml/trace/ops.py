@@ -246,7 +246,10 @@ _BINARY = {
     OpKind.Sub: (dt.NUMERIC, "x - y"),
     OpKind.Mul: (dt.NUMERIC, "x * y"),
     OpKind.Div: (dt.FLOATS, "x / y (true division)"),
-    OpKind.Pow: (dt.FLOATS, "x ** y; negative x with integral y is exact, otherwise nan"),
+    OpKind.Pow: (dt.NUMERIC, "x ** y; negative x with integral y is exact, otherwise nan. On "
+                             "int32 exact binary exponentiation, wrapping as NumPy's; a "
+                             "negative exponent (which NumPy refuses) gives the truncated "
+                             "1 / x ** -y: 1 or -1 for x = 1 or -1, else 0"),
     OpKind.Maximum: (dt.ALL, "elementwise max; nan propagates; on bool it is logical or"),
     OpKind.Minimum: (dt.ALL, "elementwise min; nan propagates; on bool it is logical and"),
 }

@@ -74,7 +74,7 @@ _FLOAT_EXPR = {
 _INT_EXPR = {
     OpKind.Neg: "-a", OpKind.Abs: "abs(a)", OpKind.Sign: "sign(a)", OpKind.Relu: "max(a, 0)",
     OpKind.Copy: "a", OpKind.StopGradient: "a", OpKind.Add: "(a + b)", OpKind.Sub: "(a - b)", OpKind.Mul: "(a * b)",
-    OpKind.Maximum: "max(a, b)", OpKind.Minimum: "min(a, b)",
+    OpKind.Maximum: "max(a, b)", OpKind.Minimum: "min(a, b)", OpKind.Pow: "vk_ipow(a, b)",
     # bool is a 0/1 word: and, or and xor of two bools stay 0/1 (BitwiseNot is below)
     OpKind.BitwiseAnd: "(a & b)", OpKind.BitwiseOr: "(a | b)", OpKind.BitwiseXor: "(a ^ b)",
     # GLSL leaves counts outside [0, 32) undefined: NumPy's answers are 0 for a left

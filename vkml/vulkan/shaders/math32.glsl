@@ -451,6 +451,19 @@ float vk_erf(float x) {
     return isnan(x) ? x : uintBitsToFloat(floatBitsToUint(e) | (floatBitsToUint(x) & 0x80000000u));
 }
 
+// int32 x ** y by binary exponentiation, wrapping like NumPy's; y < 0 (NumPy refuses it,
+// a traced exponent cannot be refused) is the truncated 1 / x ** -y
+int vk_ipow(int a, int b) {
+    if (b < 0) return (a == 1) ? 1 : ((a == -1) ? (((b & 1) != 0) ? -1 : 1) : 0);
+    int r = 1;
+    while (b > 0) {
+        if ((b & 1) != 0) r *= a;
+        a *= a;
+        b >>= 1;
+    }
+    return r;
+}
+
 // C99/NumPy pow: pow(x, 0) = pow(1, y) = 1 even for nan; a negative base needs an integral
 // exponent (odd ones keep the sign); otherwise exp(y log|x|) with log in float-float
 float vk_pow(float a, float b) {
