@@ -82,7 +82,12 @@ def make_graph(f: Callable, *args) -> Graph:
     """The Graph f traces to on args (for inspection).
 
     >>> import vkml, vkml.numpy as vnp
-    >>> print(vkml.make_graph(lambda x: vnp.sin(x) * 2.0, vnp.ones(3)))  # doctest: +SKIP
+    >>> print(vkml.make_graph(lambda x: vnp.sin(x) * 2.0, vnp.ones(3)))  # doctest: +ELLIPSIS
+    graph(%...):
+      %... = Sin(%...) : float32[3]
+      %... = Full(shape=(), dtype=float32) : float32[]
+      %... = Mul(%..., %...) : float32[3]
+      return %...
     """
     return trace_flat(f, args)[0]
 

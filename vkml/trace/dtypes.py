@@ -27,7 +27,11 @@ class DTypeError(TypeError):
     """A dtype that an operator or transform cannot take.
 
     >>> import vkml.numpy as vnp
-    >>> vnp.sin(vnp.asarray([True]))  # doctest: +SKIP
+    >>> vnp.negative(vnp.asarray([True]))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    vkml.trace.dtypes.DTypeError: negative: not defined for bool arrays; use logical_not, ...
+    >>> issubclass(DTypeError, TypeError)
+    True
     """
 
 

@@ -13,9 +13,9 @@ class ShapeError(ValueError):
     """Operand shapes an operator cannot take; the message names the op and the shapes.
 
     >>> import vkml.numpy as vnp
-    >>> vnp.add(vnp.ones((2, 3)), vnp.ones((4,)))  # doctest: +SKIP
+    >>> vnp.add(vnp.ones((2, 3)), vnp.ones((4,)))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    vkml.ShapeError: add: shapes (2, 3) and (4,) do not broadcast ...
+    vkml.trace.shapes.ShapeError: Add: shapes (2, 3) and (4,) do not broadcast (axis -1 ...
     """
 
 

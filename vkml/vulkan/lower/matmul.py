@@ -104,7 +104,11 @@ def set_tiling(t: Tiling | None) -> None:
     """Force a tiling for later MatMuls (tuning, and tests of the other device type's
     kernel); None restores the per-device default.
 
-    >>> set_tiling(Tiling("shared", tm=4, tn=4, bm=32, bn=32, bk=8))  # doctest: +SKIP
+    >>> import vkml.numpy as vnp
+    >>> set_tiling(Tiling("shared", tm=4, tn=4, bm=32, bn=32, bk=8))
+    >>> vnp.matmul(vnp.ones((3, 5)), vnp.ones((5, 2))).numpy().tolist()
+    [[5.0, 5.0], [5.0, 5.0], [5.0, 5.0]]
+    >>> set_tiling(None)
     """
     global _override
     _override = t
@@ -131,8 +135,13 @@ def choose_tiling(dev, dtype, M: int, N: int, K: int, prefer: Tiling | None = No
     (prefer: a tiling to use instead of the device type's default, unless overridden).
 
     >>> from vkml.vulkan import device
-    >>> choose_tiling(device.get(), "float32", 1024, 1024, 1024)  # doctest: +SKIP
-    Tiling(strategy='subgroup', tm=64, tn=8, bm=0, bn=0, bk=0, wa=2, wb=8)
+    >>> dev = device.get()
+    >>> t = choose_tiling(dev, "float32", 1024, 1024, 1024)   # the device type's default
+    >>> t.strategy == ("subgroup" if dev.is_cpu else "shared")
+    True
+    >>> small = Tiling("shared", tm=4, tn=4, bm=32, bn=32, bk=8)   # fits any Vulkan device
+    >>> choose_tiling(dev, "float32", 64, 64, 64, prefer=small)
+    Tiling(strategy='shared', tm=4, tn=4, bm=32, bn=32, bk=8, wa=1, wb=1)
     """
     t = _override or prefer or (cpu_tiling(dev.subgroup_size) if dev.is_cpu else GPU_TILING)
     T = dt.glsl_type(dtype)
