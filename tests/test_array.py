@@ -70,3 +70,34 @@ def test_eager_operators_from_several_threads():
     for t in ts:
         t.join()
     assert not errors
+
+
+def test_every_python_operator_is_implemented_with_its_reflected_form():
+    """Python's arithmetic and bitwise operators all exist on Array (forward and reflected),
+    so none falls through to a NumPy conversion; NumPy's own operators defer to Array."""
+    binary = ["add", "sub", "mul", "truediv", "floordiv", "mod", "divmod", "pow", "matmul",
+              "and", "or", "xor", "lshift", "rshift"]
+    missing = [n for b in binary for n in (f"__{b}__", f"__r{b}__")
+               if getattr(array_mod.Array, n, None) is None]
+    missing += [n for n in ("__neg__", "__pos__", "__abs__", "__invert__")
+                if getattr(array_mod.Array, n, None) is None]
+    assert not missing, missing
+    assert array_mod.Array.__array_ufunc__ is None
+    x = np.array([4, 5, 6], np.int32)
+    a = vnp.asarray(np.array([1, 2, 3], np.int32))
+    for op in ("+", "-", "*", "/", "//", "%", "**", "&", "|", "^", "<<", ">>", "<", "==", ">="):
+        got = eval(f"x {op} a")
+        assert isinstance(got, array_mod.Array), op
+        with np.errstate(all="ignore"):
+            want = eval(f"x {op} np.array([1, 2, 3], np.int32)")
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, err_msg=op)
+    assert all(isinstance(v, array_mod.Array) for v in divmod(x, a))
+
+
+def test_index_is_a_0d_integer_array_only():
+    """As NumPy's __index__: a 1-element 1-d array, a bool or a float is no index."""
+    import operator
+    assert operator.index(vnp.asarray(3)) == 3 and range(5)[vnp.asarray(-1)] == 4
+    for bad in (vnp.asarray([3]), vnp.asarray(True), vnp.asarray(3.0)):
+        with pytest.raises(TypeError, match="only integer scalar arrays"):
+            operator.index(bad)

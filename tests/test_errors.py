@@ -163,12 +163,26 @@ def test_too_large_tensor_raises_before_allocating():
     limit = rt.dev.max_storage_buffer_range
     n = limit // 4 + 2_000_000        # just over the device's limit (lavapipe: 128 MiB)
     blocks, live = len(rt.allocator.blocks), rt.allocator.live_bytes
-    with raises(ValueError, "Full", "maxStorageBufferRange", f"{limit / 2**20:.0f} MiB",
-                f"{n * 4 / 2**20:.1f} MiB"):
+    with raises(ValueError, "Full", "maxStorageBufferRange", f"{limit / 2**20:g} MiB",
+                f"{n * 4 / 2**20:.1f} MiB", f"{n * 4:,} bytes", f"{limit:,} bytes"):
         vnp.zeros((n,), vnp.float32)
     assert len(rt.allocator.blocks) == blocks and rt.allocator.live_bytes == live
     # the runtime is still usable afterwards
     assert float(vnp.ones(3).sum()) == 3.0
+
+
+@pytest.mark.parametrize("extra", [4, 20_000])
+def test_too_large_tensor_message_tells_the_sizes_apart(extra):
+    """Issue 14: 128.02 MiB printed as "128.0 MiB exceeds ... 128 MiB"."""
+    from vkml.vulkan import runtime
+    limit = runtime.get().dev.max_storage_buffer_range
+    n = (limit + extra) // 4
+    with pytest.raises(ValueError) as e:
+        vnp.zeros((n,), vnp.float32)
+    got, lim = re.findall(r"([\d,]+) bytes \(([\d.]+) MiB\)", str(e.value))
+    assert got[0] == f"{n * 4:,}" and lim[0] == f"{limit:,}"
+    digits = len(got[1].partition(".")[2])   # the MiB shown, rounded to as many digits as differ
+    assert float(got[1]) != float(lim[1]) and abs(float(got[1]) - n * 4 / 2**20) <= 0.5 * 10**-digits
 
 
 # --------------------------------------------------------------------------- tracing
@@ -213,3 +227,14 @@ def test_arrays_are_immutable_and_not_constructed_directly():
     a = vnp.ones(2)
     with pytest.raises(TypeError):
         a[0] = 2.0
+
+
+def test_nn_and_custom_vjp_error_types():
+    """A bad checkpoint and a malformed custom_vjp bwd raise ValueErrors (the structure
+    error is also JAX's TypeError)."""
+    from vkml.autodiff import CustomVJPError
+    from vkml.nn import SerializationError
+    assert issubclass(SerializationError, ValueError)
+    assert issubclass(CustomVJPError, ValueError) and issubclass(CustomVJPError, TypeError)
+    with raises(ValueError, "Conv2d", "padding='same' is not supported for strided convolutions"):
+        vkml.nn.Conv2d(1, 1, 3, stride=2, padding="same")

@@ -379,8 +379,14 @@ def _bn_net():
 
 
 def _bn_step(model, x):
-    loss, g = vkml.value_and_grad(lambda m: vnp.mean(m(x) ** 2))(model)
-    return optim.apply_updates(model, tree_map(lambda a: -0.05 * a, g)), loss
+    """A pure training step: the forward pass's running statistics come back in the aux
+    model, which the update is applied to."""
+    (loss, new), g = vkml.value_and_grad(lambda m: (vnp.mean(m(x) ** 2), m), has_aux=True)(model)
+    return optim.apply_updates(new, tree_map(lambda a: -0.05 * a, g)), loss
+
+
+def _stats(m):
+    return [np.asarray(v).copy() for v in m.buffers()]
 
 
 def test_batchnorm_running_stats_in_jitted_train_step():
@@ -388,9 +394,12 @@ def test_batchnorm_running_stats_in_jitted_train_step():
     eager, jitted = _bn_net(), _bn_net()
     js = vkml.jit(_bn_step)
     for _ in range(3):
+        before = _stats(jitted)
         eager, le = _bn_step(eager, x)
-        jitted, lj = js(jitted, x)
+        old, (jitted, lj) = jitted, js(jitted, x)
         np.testing.assert_allclose(float(lj), float(le), rtol=1e-5)
+        for a, b in zip(_stats(old), before):     # the argument is left as it was
+            assert np.array_equal(a, b)
     assert js.trace_count == 1
     for name in ("running_mean", "running_var"):
         got, want = getattr(jitted[1], name), getattr(eager[1], name)
@@ -399,31 +408,33 @@ def test_batchnorm_running_stats_in_jitted_train_step():
     assert not np.allclose(jitted[1].running_var.numpy(), 1.0)     # it did move
 
 
-def test_state_goes_to_the_module_passed_in_each_call():
-    """One compiled signature serves two models of the same structure: each call's
-    running statistics land on that call's model, not on the model first traced."""
+def test_state_comes_back_with_each_calls_model():
+    """One compiled signature serves two models of the same structure: each call returns
+    that call's model with its own new running statistics, and changes neither argument."""
     x1, x2 = arr(4, 3, 2, 2), arr(4, 3, 2, 2, lo=1.0, hi=3.0)
     a, b = nn.BatchNorm2d(3), nn.BatchNorm2d(3)
     ra, rb = nn.BatchNorm2d(3), nn.BatchNorm2d(3)
-    jf = vkml.jit(lambda m, x: m(x).sum())
-    jf(a, x1)
-    jf(b, x2)
+    jf = vkml.jit(lambda m, x: (m(x).sum(), m))
+    _, na = jf(a, x1)
+    _, nb = jf(b, x2)
     assert jf.trace_count == 1
-    ra(x1), rb(x2)
-    for got, want in ((a, ra), (b, rb)):
+    ra(x1), rb(x2)      # eagerly the module is updated in place, as in PyTorch
+    for got, want, arg in ((na, ra, a), (nb, rb, b)):
         np.testing.assert_allclose(got.running_mean.numpy(), want.running_mean.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got.running_var.numpy(), want.running_var.numpy(), rtol=1e-5, atol=1e-6)
+        assert np.all(arg.running_mean.numpy() == 0) and np.all(arg.running_var.numpy() == 1)
 
 
 def test_state_of_jit_nested_in_grad():
     x = arr(4, 3, 2, 2)
     a, ref = nn.BatchNorm2d(3), nn.BatchNorm2d(3)
-    inner = vkml.jit(lambda m, x: vnp.sum(m(x) ** 2))
-    g = vkml.grad(inner)(a, x)
-    gr = vkml.grad(lambda m, x: vnp.sum(m(x) ** 2))(ref, x)
+    inner = vkml.jit(lambda m, x: (vnp.sum(m(x) ** 2), m))
+    g, new = vkml.grad(inner, has_aux=True)(a, x)
+    gr, want = vkml.grad(lambda m, x: (vnp.sum(m(x) ** 2), m), has_aux=True)(ref, x)
     assert_trees_close(g, gr, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(a.running_mean.numpy(), ref.running_mean.numpy(), rtol=1e-5, atol=1e-6)
-    assert a.running_mean._trace is None
+    np.testing.assert_allclose(new.running_mean.numpy(), want.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    assert new.running_mean._trace is None
+    assert np.all(a.running_mean.numpy() == 0) and np.all(ref.running_mean.numpy() == 0)
 
 
 # --------------------------------------------------------------------------- memory plan

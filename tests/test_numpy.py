@@ -8,6 +8,8 @@ surface, the kernels have their own cases in tests/ops.
 from __future__ import annotations
 
 import math
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -360,6 +362,15 @@ def test_var_std(axis, ddof, keepdims):
           np.var(xi.astype(F64), axis=axis, ddof=ddof, keepdims=keepdims), F32)
 
 
+def test_var_with_ddof_at_least_n_divides_by_zero_as_numpy():
+    """NumPy divides by max(n - ddof, 0): inf for a non-zero sum of squares, nan for zero."""
+    for x, ddof in [([1.0, 2.0], 2), ([1.0, 2.0], 3), ([1.0, 1.0], 2), (1.0, 1)]:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = np.var(np.asarray(x, F64), ddof=ddof)
+        check(vnp.var(vnp.asarray(x, F64), ddof=ddof), want, F64)
+
+
 # --------------------------------------------------------------------------- indexing
 
 _X = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
@@ -401,6 +412,36 @@ def test_indexing_empty_and_size1():
     check(vnp.asarray(e)[:, ::-2], e[:, ::-2])
     o = np.arange(3.0, dtype=F32).reshape(1, 3, 1)
     check(vnp.asarray(o)[0, ::-1, 0], o[0, ::-1, 0])
+
+
+def test_indexing_with_an_empty_list_selects_nothing():
+    """Issue 14: x[[]] said "index must be integer, got float32" (NumPy: an empty selection)."""
+    for idx in ([], [[]], (slice(None), []), ([], 0), np.array([], dtype=int)):
+        check(vnp.asarray(_X)[idx], _X[idx])
+
+
+def test_slice_bounds_take_0d_integer_arrays_only():
+    check(vnp.arange(5)[:vnp.asarray(3)], np.arange(5)[:np.array(3)], I32)
+    check(vnp.arange(5)[vnp.asarray(1):np.int64(4)], np.arange(1, 4), I32)
+    for bad in (vnp.asarray([3]), vnp.asarray(True), vnp.asarray(3.0), 3.0):
+        with pytest.raises(TypeError, match="slice indices must be integers"):
+            vnp.arange(5)[:bad]
+
+
+@pytest.mark.parametrize("dtype", [">f4", ">f8", ">i4", ">i8", ">u4", ">i2"])
+def test_big_endian_input_is_converted(dtype):
+    """Issue 14: '>f4' and '>f8' were refused; byte order is converted on upload."""
+    x = np.array([-1, 0, 1, 2] if "u" not in dtype else [0, 1, 2], dtype=dtype)
+    want = {"f": F32 if x.itemsize == 4 else F64}.get(x.dtype.kind, I32)
+    check(vnp.asarray(x), x.astype(want), want)
+    check(vnp.asarray(x) * 2, x.astype(want) * 2, want)
+
+
+def test_bool_from_integers_is_stored_as_0_1():
+    a = vnp.asarray(np.array([2, -3, 0]), dtype=bool)
+    check(a, np.array([True, True, False]))
+    check(vnp.any(vnp.asarray(np.int32(-3))), np.True_)
+    check(vnp.sum(a), np.int64(2), I32)
 
 
 def test_indexing_errors():
@@ -459,6 +500,26 @@ def test_take():
     check(vnp.take(a, vnp.asarray([1, -1]), axis=1), np.take(x, [1, -1], axis=1))
     check(vnp.take(a, np.array([[2, 0], [1, 1]]), axis=0), np.take(x, [[2, 0], [1, 1]], axis=0))
     check(vnp.take(a, 2, axis=1), np.take(x, 2, axis=1))
+
+
+def test_take_and_indexing_out_of_range_raise_like_numpy():
+    """NumPy raises IndexError for an out-of-range index (negative ones count from the
+    end, once); vkml says the same, after the function's name (tests/test_debug.py
+    covers the traced cases)."""
+    x = data((3, 5))
+    a = vnp.asarray(x)
+    for idx, axis, size in [([5], 1, 5), ([-6], 1, 5), ([3], 0, 3), ([-4], 0, 3)]:
+        with pytest.raises(IndexError) as np_err:
+            np.take(x, idx, axis=axis)
+        with pytest.raises(IndexError, match=f"^take: index {idx[0]} is out of bounds for axis {axis} "
+                                             f"with size {size}$") as err:
+            vnp.take(a, idx, axis=axis)
+        assert str(np_err.value) in str(err.value)
+    with pytest.raises(IndexError, match="^take: index 15 is out of bounds for axis 0 with size 15"):
+        vnp.take(a, [15])                          # flattened
+    with pytest.raises(IndexError, match="^getitem: index 3 is out of bounds for axis 0 with size 3"):
+        a[[0, 3]]
+    check(a[[-1, -3]], x[[-1, -3]])
 
 
 @pytest.mark.parametrize("pad_width, kw", [
@@ -575,3 +636,266 @@ def test_matmul_and_dot():
     check(vnp.dot(vnp.asarray(2.0), vnp.asarray(v)), 2.0 * v, F64)
     i, j = data((3, 2), I32), data((2, 2), I32)
     check(vnp.asarray(i) @ vnp.asarray(j), i @ j, I32)
+
+
+# --------------------------------------------------------------------------- integer operators
+# (vkml issue 14: `&` on integers was logical and, a silent wrong answer)
+
+INT_OPS = [("&", np.bitwise_and, vnp.bitwise_and), ("|", np.bitwise_or, vnp.bitwise_or),
+           ("^", np.bitwise_xor, vnp.bitwise_xor), ("<<", np.left_shift, vnp.left_shift),
+           (">>", np.right_shift, vnp.right_shift)]
+
+
+def _apply(sym, x, y):
+    return eval(f"x {sym} y", {"x": x, "y": y})
+
+
+@pytest.mark.parametrize("sym,npf,vf", INT_OPS, ids=[o[0] for o in INT_OPS])
+def test_bitwise_operators_on_integers_are_bitwise(sym, npf, vf):
+    x = np.array([1, -8, 6, 2**31 - 1, -2**31, 0x5555], I32)
+    y = np.array([1, -8, 6, 31, 3, 33], I32) if "<" in sym or ">" in sym else x[::-1].copy()
+    a, b = vnp.asarray(x), vnp.asarray(y)
+    check(_apply(sym, a, b), npf(x, y), I32)
+    check(vf(a, b), npf(x, y), I32)
+    # reflected forms and weakly typed Python ints (they never widen int32)
+    check(_apply(sym, a, 3), npf(x, np.int32(3)), I32)
+    check(_apply(sym, 3, a if "<" not in sym and ">" not in sym else b),
+          npf(np.int32(3), x if "<" not in sym and ">" not in sym else y), I32)
+    # NumPy operands defer to the Array (its reflected operator runs on the device)
+    got = _apply(sym, x, b)
+    assert isinstance(got, vkml.Array)
+    check(got, npf(x, y), I32)
+
+
+def test_the_reported_wrong_answer():
+    a = vnp.asarray([1, -8, 6])
+    check(a & a, np.array([1, -8, 6]), I32)
+    check(~a, np.array([-2, 7, -7]), I32)
+    check(a | 0, np.array([1, -8, 6]), I32)
+
+
+def test_shift_counts_outside_the_word_give_numpys_answers():
+    x = np.array([5, -5, -1, 2**31 - 1, -2**31], I32)
+    for s in (31, 32, 33, 64, -1, -32, 2**31 - 1, -2**31):
+        a = vnp.asarray(x)
+        check(a << s, np.left_shift(x, np.int32(s)), I32)
+        check(a >> s, np.right_shift(x, np.int32(s)), I32)
+
+
+def test_bitwise_on_bool_is_logical_and_shifts_promote():
+    p, q = np.array([True, True, False, False]), np.array([True, False, True, False])
+    P, Q = vnp.asarray(p), vnp.asarray(q)
+    check(P & Q, p & q, B)
+    check(P | Q, p | q, B)
+    check(P ^ Q, p ^ q, B)
+    check(~P, ~p, B)
+    check(vnp.invert(P), ~p, B)
+    check(vnp.bitwise_not(P), ~p, B)
+    check(P & True, p & True, B)
+    check(P & 1, np.array([1, 1, 0, 0]), I32)       # a Python int makes bool int32 (JAX)
+    # NumPy promotes bool to an integer type for shifts: here int32
+    check(P << Q, (p << q).astype(I32), I32)
+    check(P >> 1, (p >> 1).astype(I32), I32)
+    assert (~vnp.asarray(True)).item() is False
+
+
+def test_invert_on_integers():
+    x = np.array([0, 1, -1, 2**31 - 1, -2**31], I32)
+    check(~vnp.asarray(x), ~x, I32)
+    check(vnp.invert(x), np.invert(x), I32)
+    check(vnp.bitwise_not(vnp.asarray(x)), np.bitwise_not(x), I32)
+
+
+@pytest.mark.parametrize("f", [vnp.bitwise_and, vnp.bitwise_or, vnp.bitwise_xor, vnp.left_shift,
+                               vnp.right_shift], ids=lambda f: f.__name__)
+def test_bitwise_on_floats_raises_like_numpy(f):
+    x = vnp.asarray([1.0, 2.0])
+    for args, kinds in [((x, x), "float32, float32"), ((x, 1), "float32, int"),
+                        ((vnp.asarray([1, 2]), 1.5), "int32, float"),
+                        ((1.0, vnp.asarray([1])), "float, int32"),
+                        ((np.array([1.0]), vnp.asarray([1])), "float64, int32")]:
+        with pytest.raises(TypeError, match=re.escape(f"{f.__name__}: not supported for the input "
+                                                      f"types ({kinds})")):
+            f(*args)
+    with pytest.raises(TypeError, match="invert.*float64"):
+        ~vnp.asarray([1.0], F64)
+
+
+def test_bitwise_operators_trace_vmap_and_jit():
+    x = np.array([[3, -4, 7], [0, 1, -2**31]], I32)
+    f = lambda a: ((a & 6) | (a >> 1)) ^ ~(a << 2)           # noqa: E731
+    want = ((x & 6) | (x >> 1)) ^ ~(x << 2)
+    check(vkml.jit(f)(vnp.asarray(x)), want, I32)
+    check(vkml.vmap(f)(vnp.asarray(x)), want, I32)
+
+
+def test_bool_comparisons_order_false_before_true():
+    p, q = np.array([False, False, True, True]), np.array([False, True, False, True])
+    P, Q = vnp.asarray(p), vnp.asarray(q)
+    for got, want in [(P < Q, p < q), (P <= Q, p <= q), (P > Q, p > q), (P >= Q, p >= q),
+                      (P < True, p < True), (False >= P, False >= p)]:
+        check(got, want, B)
+
+
+# --------------------------------------------------------------------------- exact powers
+
+def test_integer_powers_are_exact():
+    x = vnp.asarray([3.0])
+    assert (x ** 1.0).item() == 3.0
+    assert (x ** 1).item() == 3.0
+    assert (x ** 2.0).item() == 9.0
+    assert vkml.grad(lambda x: (x ** 2).sum())(vnp.asarray(3.0)).item() == 6.0
+    assert vkml.grad(lambda x: x ** 2.0)(vnp.asarray(3.0)).item() == 6.0
+    assert vkml.grad(lambda x: x ** 1.0)(vnp.asarray(3.0)).item() == 1.0
+    assert vkml.grad(lambda x: x ** 3)(vnp.asarray(3.0, F64)).item() == 27.0
+    assert vkml.grad(vkml.grad(lambda x: x ** 3))(vnp.asarray(3.0, F64)).item() == 18.0
+    assert vkml.grad(lambda x: x ** 0)(vnp.asarray(0.0)).item() == 0.0   # no 0 * inf
+    v = RNG.uniform(-10, 10, 50).astype(F32)
+    np.testing.assert_array_equal(np.asarray(vnp.asarray(v) ** 2), v * v)
+    np.testing.assert_array_equal(np.asarray(vnp.asarray(v) ** 1.0), v)
+    np.testing.assert_array_equal(np.asarray(vnp.asarray(v) ** -1), np.float32(1) / v)
+
+
+def test_power_with_constant_exponents_matches_numpy():
+    x = np.array([0.0, -0.0, 0.25, 2.0, -3.0, np.inf, -np.inf, np.nan], F64)
+    a = vnp.asarray(x)
+    with np.errstate(all="ignore"):
+        for e in (0, 1, 2, 3, -1, -2, 0.5, -0.5, 1.5, 2.5, -2.5, 7.0, np.float64(2), np.int64(3)):
+            check(a ** e, x ** e, F64, rtol=1e-15, atol=0)
+            check(vnp.power(a, e), np.power(x, e), F64, rtol=1e-15, atol=0)
+        # general exponents stay on Pow
+        check(a ** 0.3, x ** 0.3, F64, rtol=1e-13, atol=0)
+
+
+def test_integer_power_dtypes():
+    x = np.array([2, -3, 0, 46341], I32)
+    a = vnp.asarray(x)
+    check(a ** 2, x ** 2, I32)                       # wraps like NumPy's int32
+    check(a ** 0, x ** 0, I32)
+    check(a ** 2.0, x.astype(F64) ** 2, F32)         # a Python float makes it float32
+    check(vnp.asarray([True, False]) ** 3, np.array([1, 0]), I32)
+    # NumPy scalars are strongly typed, as everywhere else in vkml.numpy
+    check(a ** np.float64(2), x.astype(F64) ** 2, F64)
+    check(a ** np.int64(2), x ** 2, I32)
+    check(vnp.asarray([1.5], F32) ** np.float64(2), np.array([2.25]), F64)
+    check(vnp.asarray([1.5], F64) ** 2, np.array([2.25]), F64)
+    for e in (-1, -2, np.int64(-3)):
+        with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed."):
+            a ** e
+    check(a ** vnp.asarray([1.0, 2.0, 0.5, 1.0]), x ** np.array([1.0, 2.0, 0.5, 1.0]), F32)
+
+
+def test_integer_power_of_integer_arrays():
+    """Issue 14: an integer to an integer array was float32 Pow (NumPy: exact integers)."""
+    x, y = np.array([2, -3, 0, 46341, 7], I32), np.array([10, 3, 0, 2, 11], I32)
+    a, b = vnp.asarray(x), vnp.asarray(y)
+    check(a ** b, x ** y, I32)
+    check(vnp.power(a, b), np.power(x, y), I32)
+    check(2 ** b, 2 ** y, I32)
+    check(a ** vnp.asarray([True, False, True, True, False]), x ** np.array([1, 0, 1, 1, 0]), I32)
+    check(vnp.asarray([True, False]) ** vnp.asarray([False, True]), np.array([1, 0]), I32)
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed."):
+        a ** vnp.asarray([1, -1, 1, 1, 1], I32)
+    # traced, a negative exponent cannot be refused: the operator's truncated value
+    f = vkml.jit(lambda a, b: a ** b)
+    got = f(vnp.asarray([1, -1, -1, 2, 0], I32), vnp.asarray([-3, -3, -2, -1, 5], I32))
+    np.testing.assert_array_equal(np.asarray(got), [1, -1, 1, 0, 0])
+
+
+def test_power_traced_and_vmapped_uses_the_chain():
+    from vkml.trace.graph import toposort
+    from vkml.trace.ops import OpKind
+    g = vkml.make_graph(vkml.grad(lambda x: (x ** 3).sum()), vnp.ones(2))
+    ops = {n.op for n in toposort(list(g.outputs))}
+    assert OpKind.IntegerPow in ops and OpKind.Pow not in ops, ops
+    x = vnp.asarray([1.5, -2.0], F64)
+    check(vkml.jit(lambda x: x ** 3 - x ** -2)(x), np.array([1.5, -2.0]) ** 3 - np.array([1.5, -2.0]) ** -2.0,
+          F64, rtol=1e-15, atol=0)
+    check(vkml.vmap(lambda x: x ** 4)(x), np.array([1.5, -2.0]) ** 4, F64)
+
+
+# --------------------------------------------------------------------------- NumPy interop
+
+def test_numpy_operands_defer_to_the_array():
+    x = np.array([1.0, 2.0, 4.0])
+    a = vnp.asarray(np.array([3.0, 5.0, 6.0], F32))
+    for got, want in [(x + a, x + 3), (x - a, x - 3), (x * a, x * 3), (x / a, x / 3), (x ** a, x ** 3),
+                      (np.float64(2) * a, 2 * np.array([3.0, 5.0, 6.0]))]:
+        assert isinstance(got, vkml.Array), type(got)
+    check(x + a, x + np.array([3.0, 5.0, 6.0]), F64)
+    check(np.float64(2) * a, 2 * np.array([3.0, 5.0, 6.0]), F64)   # a NumPy scalar is strong
+    check(np.float32(2) * a, 2 * np.array([3.0, 5.0, 6.0]), F32)
+    check(np.array([1, 2, 3]) < a, np.array([True, True, True]), B)
+    np.testing.assert_array_equal(np.asarray(a), [3.0, 5.0, 6.0])   # conversion still works
+
+
+def test_numpy_operands_with_a_tracer_reach_the_array():
+    x = np.array([1.0, 2.0, 4.0], F32)
+
+    def f(t):
+        return (x * t + np.float32(1) - x).sum()
+    np.testing.assert_allclose(np.asarray(vkml.grad(f)(vnp.asarray(np.ones(3, F32)))), x)
+    assert isinstance(vkml.jit(lambda t: x + t)(vnp.asarray(np.ones(3, F32))), vkml.Array)
+
+
+def test_floor_divide_and_remainder_on_integers():
+    x = np.array([7, -7, 7, -7, 0, -2**31, 5, 2**31 - 1], I32)
+    y = np.array([2, 2, -2, -2, 3, -1, 0, -3], I32)
+    a, b = vnp.asarray(x), vnp.asarray(y)
+    with np.errstate(all="ignore"):
+        check(a // b, x // y, I32)
+        check(a % b, x % y, I32)
+        q, r = divmod(a, b)
+        check(q, x // y, I32)
+        check(r, x % y, I32)
+        check(vnp.floor_divide(x, b), x // y, I32)
+        check(vnp.remainder(a, 3), x % 3, I32)
+        check(vnp.mod(a, -3), x % -3, I32)
+        check(-7 // b, np.int32(-7) // y, I32)          # reflected, weak Python int
+        check(100 % b, np.int32(100) % y, I32)
+        check(x // b, x // y, I32)                      # a NumPy left operand defers
+        check(divmod(x, b)[1], x % y, I32)
+    check(vnp.asarray([True, False]) // vnp.asarray([True, True]), np.array([1, 0]), I32)
+    check(vkml.vmap(lambda t: t % 4)(a), x % 4, I32)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_floor_divide_and_remainder_on_floats_are_numpys(dtype):
+    """npy_divmod over an exact fmod: huge quotients, signed zeros, inf and nan as NumPy."""
+    x = np.array([7.0, -7.0, 7.0, -7.0, 0.0, -0.0, 1e30, -1e30, 5.0, np.inf, 5.0, -5.0, np.nan,
+                  1.0, 3.0, 0.3, -0.3, 2.5], dtype)
+    y = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, 3.0, 7.0, 0.0, 2.0, np.inf, np.inf, 1.0,
+                  0.1, -0.0, 0.1, 0.1, -0.5], dtype)
+    a, b = vnp.asarray(x), vnp.asarray(y)
+    with np.errstate(all="ignore"):
+        for got, want in [(a // b, x // y), (a % b, x % y), (divmod(a, b)[0], x // y),
+                          (divmod(a, b)[1], x % y), (vnp.floor_divide(a, 0.1), x // dtype(0.1)),
+                          (vnp.remainder(x, b), x % y), (1.0 % b, dtype(1.0) % y)]:
+            check(got, want, dtype, rtol=0, atol=0)
+            g, w = np.asarray(got), np.asarray(want)
+            ok = np.isnan(w) | (np.signbit(g) == np.signbit(w))
+            assert ok.all(), (g, w)                          # -0.0 where NumPy says so
+    assert (vnp.asarray([1, 2]) // 2.0).dtype == F32       # int // Python float: float32
+
+
+def test_remainder_gradient():
+    x, y = vnp.asarray([5.5, -3.25], F64), vnp.asarray([2.0, 1.5], F64)
+    gx, gy = vkml.grad(lambda x, y: (x % y).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(np.asarray(gx), [1.0, 1.0])
+    np.testing.assert_array_equal(np.asarray(gy), -(np.array([5.5, -3.25]) // np.array([2.0, 1.5])))
+    gx, gy = vkml.grad(lambda x, y: (x // y).sum(), argnums=(0, 1))(x, y)   # zero, as JAX
+    np.testing.assert_array_equal(np.asarray(gx), [0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(gy), [0.0, 0.0])
+
+
+def test_operands_the_array_cannot_take_raise_type_error():
+    a = vnp.asarray([5.0, 6.0])
+    for bad in ("x", None, object()):
+        for f in (lambda: a + bad, lambda: bad * a, lambda: a & bad, lambda: a // bad):
+            with pytest.raises(TypeError):
+                f()
+
+
+def test_numpy_ufuncs_on_arrays_raise_rather_than_run_on_the_host():
+    with pytest.raises(TypeError):
+        np.exp(vnp.asarray([1.0]))

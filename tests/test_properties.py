@@ -492,10 +492,9 @@ def test_programs_print_as_code():
                                (xs[0] + xs[1]).sum(0)[::-1], rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError, reason="issue 14 executor KeyError")
 def test_float64_fused_reductions_keyerror():
-    # vkml/vulkan/executor.py _lower_group: KeyError for float64 graphs with several fused
-    # reductions (being fixed on main; this flips to a pass, and so fails, once it is)
+    # issue 14: vkml/vulkan/executor.py _lower_group raised KeyError for float64 graphs with
+    # several fused reductions (fixed on main by 1e8bd71; a strict xfail here until then)
     S = vnp.sum
     f = vkml.jit(lambda a, b: S(vnp.cos(a) * b) + S(vnp.sin(a) * b) + S(vnp.cos(b) * a) + S(vnp.sin(b) * a))
     a, b = np.array([0.3, -1.2, 0.7]), np.array([1.1, 0.4, -0.6])

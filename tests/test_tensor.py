@@ -5,6 +5,7 @@ import pytest
 import vkml
 import vkml.numpy as vnp
 from vkml.tensor import UndefinedTensorError
+from vkml.trace.ops import OpKind
 
 
 def T(x, rg=True):
@@ -80,10 +81,20 @@ def test_no_grad_and_detach_stop_recording():
     np.testing.assert_allclose(np.asarray(w.grad), [6.0 + 2.0])
 
 
-def test_op_without_rule_raises_naming_it():
+def test_op_without_rule_raises_naming_it(monkeypatch):
+    """Sign has JAX's zero gradient; made rule-less here, backward names it and the advice
+    (stop_gradient on its output) works."""
+    import dataclasses
+    from vkml.trace.ops import SPECS, Grad
     w = T([1.0, -1.0])
-    with pytest.raises(NotImplementedError, match="Sign"):
+    (vnp.sign(w) * w).sum().backward()
+    np.testing.assert_array_equal(np.asarray(w.grad), [1.0, -1.0])
+    monkeypatch.setitem(SPECS, OpKind.Sign, dataclasses.replace(SPECS[OpKind.Sign], grad=Grad.DISCONTINUOUS))
+    w = T([1.0, -1.0])
+    with pytest.raises(NotImplementedError, match=r"Sign.*stop_gradient\(sign\(x\)\)"):
         (vnp.sign(w) * w).sum().backward()
+    (vkml.stop_gradient(vnp.sign(w)) * w).sum().backward()
+    np.testing.assert_array_equal(np.asarray(w.grad), [1.0, -1.0])
 
 
 def test_grad_of_shared_subexpression_and_matmul():
@@ -95,3 +106,38 @@ def test_grad_of_shared_subexpression_and_matmul():
     G = 2 * (A @ B) + 1
     np.testing.assert_allclose(np.asarray(a.grad), G @ B.T, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(b.grad), A.T @ G, rtol=1e-12)
+
+
+def test_bool_and_integer_results_never_require_grad():
+    """PyTorch: a comparison of a tensor that requires grad does not require grad; nor
+    does any integer result. backward() on one is still the design note's DTypeError."""
+    w = T([1.0, -2.0, 3.0])
+    i = vkml.Tensor(np.array([1, 2, 3], np.int32))
+    results = {"==": w == 1.0, "!=": w != 1.0, "<": w < 1.0, "<=": w <= 1.0, ">": w > 1.0,
+               ">=": w >= 1.0, "argmax": vnp.argmax(w), "argmin": vnp.argmin(w),
+               "astype-int": w.astype(np.int32), "isnan": vnp.isnan(w), "astype-bool": w.astype(bool),
+               "&": (w > 0) & (w < 2), "|": (w > 0) | (w < 2), "^": (w > 0) ^ (w < 2), "~": ~(w > 0),
+               "int&": w.astype(np.int32) & i, "<<": w.astype(np.int32) << i,
+               ">>": i >> w.astype(np.int32), "//": w.astype(np.int32) // i, "%": w.astype(np.int32) % i,
+               "int**": w.astype(np.int32) ** 2}
+    for name, r in results.items():
+        assert isinstance(r, vkml.Tensor), name
+        assert not r.requires_grad, name
+        assert r.dtype.kind in "bi", name
+    with pytest.raises(vkml.DTypeError, match="bool"):
+        (w > 0).backward()
+    with pytest.raises(vkml.DTypeError, match="int32"):
+        (w.astype(np.int32) & i).sum().backward()
+    # float results of the same tensor still record, and a mask of it still works
+    m = (w > 0).astype(np.float64)
+    assert not m.requires_grad
+    loss = (w * m).sum()
+    assert loss.requires_grad
+    loss.backward()
+    np.testing.assert_array_equal(np.asarray(w.grad), [1.0, 0.0, 1.0])
+
+
+def test_integer_power_of_a_tensor_is_exact():
+    w = T([3.0])
+    (w ** 2).sum().backward()
+    assert np.asarray(w.grad).tolist() == [6.0]

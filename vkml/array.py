@@ -31,6 +31,10 @@ class Array:
     """
     __slots__ = ("_buf", "_trace", "_node", "shape", "dtype", "__weakref__")
     __array_priority__ = 100
+    # NumPy's operators defer to the Array: `np_array % arr` calls arr.__rmod__ (a device
+    # op, traceable), and a ufunc called on an Array (np.exp(arr)) raises TypeError; neither
+    # converts the Array to compute on the host (or fails on a tracer)
+    __array_ufunc__ = None
 
     def __init__(self, *a, **k):
         raise TypeError("make arrays with vkml.numpy.asarray / array / zeros / ...")
@@ -121,8 +125,10 @@ class Array:
         return bool(self.item())
 
     def __index__(self) -> int:
-        if self.dtype not in (dt.int32, dt.bool_) or self.size != 1:
-            raise TypeError(f"only integer scalar arrays can be used as an index, got {self.dtype}{list(self.shape)}")
+        # as NumPy: only a 0-d integer array (not bool, not a 1-element 1-d array)
+        if self.dtype != dt.int32 or self.ndim:
+            raise TypeError(f"only integer scalar arrays can be converted to a scalar index, got "
+                            f"{self.dtype}{list(self.shape)}")
         return int(self.item())
 
     def __iter__(self):
@@ -211,6 +217,12 @@ class Array:
     def __rmul__(self, o): return self._np().multiply(o, self)
     def __truediv__(self, o): return self._np().divide(self, o)
     def __rtruediv__(self, o): return self._np().divide(o, self)
+    def __floordiv__(self, o): return self._np().floor_divide(self, o)
+    def __rfloordiv__(self, o): return self._np().floor_divide(o, self)
+    def __mod__(self, o): return self._np().remainder(self, o)
+    def __rmod__(self, o): return self._np().remainder(o, self)
+    def __divmod__(self, o): return self._np().divmod(self, o)
+    def __rdivmod__(self, o): return self._np().divmod(o, self)
     def __pow__(self, o): return self._np().power(self, o)
     def __rpow__(self, o): return self._np().power(o, self)
     def __matmul__(self, o): return self._np().matmul(self, o)
@@ -224,9 +236,18 @@ class Array:
     def __le__(self, o): return self._np().less_equal(self, o)
     def __gt__(self, o): return self._np().greater(self, o)
     def __ge__(self, o): return self._np().greater_equal(self, o)
-    def __and__(self, o): return self._np().logical_and(self, o)
-    def __or__(self, o): return self._np().logical_or(self, o)
-    def __invert__(self): return self._np().logical_not(self)
+    # bitwise on integers, logical on bools (NumPy's operators); floats raise TypeError
+    def __and__(self, o): return self._np().bitwise_and(self, o)
+    def __rand__(self, o): return self._np().bitwise_and(o, self)
+    def __or__(self, o): return self._np().bitwise_or(self, o)
+    def __ror__(self, o): return self._np().bitwise_or(o, self)
+    def __xor__(self, o): return self._np().bitwise_xor(self, o)
+    def __rxor__(self, o): return self._np().bitwise_xor(o, self)
+    def __lshift__(self, o): return self._np().left_shift(self, o)
+    def __rlshift__(self, o): return self._np().left_shift(o, self)
+    def __rshift__(self, o): return self._np().right_shift(self, o)
+    def __rrshift__(self, o): return self._np().right_shift(o, self)
+    def __invert__(self): return self._np().invert(self)
 
 
 # set by vkml.tensor: the Tensor class and its recording bind (eager ops on Tensors)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from . import numpy as vnp
-from . import state as _state
 from .array import Array, bind
 from .jit import call_graph, trace_flat
 from .trace import dtypes as dt
@@ -103,12 +102,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         wrt = [graph.inputs[i] for a in nums for i in range(sl[a][0], sl[a][1])]
         _check_float_inputs("grad", wrt)
         grads = backward([root], [seed_ones(root)], wrt, graph.keep)
-        eff = graph.effects
-        g = simplify(Graph(graph.inputs, list(graph.outputs) + grads + [e[2] for e in eff]))
+        g = simplify(Graph(graph.inputs, list(graph.outputs) + grads))
         res = call_graph(g, leaves + captured)
-        if eff:
-            _state.commit(eff, res[len(res) - len(eff):])
-            res = res[:len(res) - len(eff)]
         outs, gl = res[:len(graph.outputs)], res[len(graph.outputs):]
         value = tree_unflatten(out_tree, outs)
         gout = _per_arg(sl, nums, argnums, gl)
@@ -443,6 +438,55 @@ def checkpoint(f: Callable, policy: str = "nothing_saveable", prevent_cse: bool 
 remat = checkpoint
 
 
+class CustomVJPError(TypeError, ValueError):
+    """A custom_vjp's bwd returned cotangents of the wrong structure (TypeError, as JAX,
+    and ValueError, as every other malformed-cotangent error here)."""
+
+
+def _match_cotangent(name: str, k: int, ta, tc, leaves: Iterator) -> list:
+    """c's leaves in the order of argument k's leaves (ta: its treedef), None where c has
+    None in place of a subtree (zeros)."""
+    if tc.kind is type(None) and ta.kind is not type(None):
+        return [None] * ta.num_leaves
+    if ta.kind is None and tc.kind is None:
+        return [next(leaves)]
+    if ta.kind is None or tc.kind is None or ta.kind != tc.kind or ta.aux != tc.aux or \
+            len(ta.children) != len(tc.children):
+        raise CustomVJPError(f"custom_vjp {name}: bwd's cotangent for argument {k} has structure "
+                             f"{tc}, but the argument has structure {ta}; it must match (None "
+                             f"for a zero subtree)")
+    return [x for a, c in zip(ta.children, tc.children) for x in _match_cotangent(name, k, a, c, leaves)]
+
+
+def _bwd_cotangents(name: str, args: Sequence, leaves: Sequence[Array], cts: Any) -> list:
+    """The flat cotangent leaves (None for zero) bwd returned for args, checked against the
+    arguments: one entry per argument, each of its pytree structure, and each leaf of its
+    argument leaf's shape and (for a float argument) dtype, as JAX requires."""
+    if not isinstance(cts, (tuple, list)) or len(cts) != len(args):
+        got = f"a {type(cts).__name__} of length {len(cts)}" if isinstance(cts, (tuple, list)) \
+            else type(cts).__name__
+        raise CustomVJPError(f"custom_vjp {name}: bwd must return a tuple with one cotangent per "
+                             f"argument ({len(args)}), got {got}")
+    flat: list = []
+    for k, (a, c) in enumerate(zip(args, cts)):
+        ta = tree_flatten(a)[1]
+        cl, tc = tree_flatten(c)
+        got = _match_cotangent(name, k, ta, tc, iter(cl))
+        for j, x in enumerate(got):
+            if x is None:
+                flat.append(None)
+                continue
+            x = vnp.asarray(x)
+            want = leaves[len(flat)]
+            where = f"argument {k}" + (f" (leaf {j})" if ta.num_leaves > 1 else "")
+            if x.shape != want.shape or (dt.is_float(want.dtype) and x.dtype != want.dtype):
+                raise ValueError(f"custom_vjp {name}: bwd returned a cotangent of shape {x.shape} "
+                                 f"{x.dtype} for {where} of shape {want.shape} {want.dtype}; each "
+                                 f"cotangent must have its argument's shape and dtype")
+            flat.append(x if dt.is_float(want.dtype) else None)   # no gradient for int args
+    return flat
+
+
 class custom_vjp:
     """A function with a user-defined reverse-mode rule (JAX's interface).
 
@@ -496,20 +540,7 @@ class custom_vjp:
                 r = tree_unflatten(res_tree, ins[:n_res])
                 g = tree_unflatten(prim_tree, ins[n_res:])
                 cts = user_bwd(r, g)
-                if not isinstance(cts, (tuple, list)) or len(cts) != len(args):
-                    raise TypeError(f"custom_vjp {name}: bwd must return a tuple with one "
-                                    f"cotangent per argument ({len(args)}), got {type(cts).__name__}")
-                flat = []
-                for a, c in zip(args, cts):
-                    n_leaves = len(tree_flatten(a)[0])
-                    if c is None:
-                        flat += [None] * n_leaves
-                    else:
-                        cl = tree_flatten(c)[0]
-                        if len(cl) != n_leaves:
-                            raise TypeError(f"custom_vjp {name}: bwd cotangent structure does not "
-                                            f"match its argument")
-                        flat += [None if x is None else vnp.asarray(x) for x in cl]
+                flat = _bwd_cotangents(name, args, leaves, cts)
                 nodes = [bt.lift(x) for x in flat if x is not None]
                 if bt.captured:
                     raise TypeError(f"custom_vjp {name}: bwd closes over a traced value; pass it "

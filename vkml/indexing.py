@@ -32,7 +32,8 @@ def getitem(a: Array, idx) -> Array:
 
     As in NumPy, an integer array combined with integers that are not next to it (a slice
     or None in between) puts the array's dimensions first: x[0, :, [1, 2]] has shape
-    (2, x.shape[1]).
+    (2, x.shape[1]). An index array out of range raises IndexError when it is concrete
+    and is clamped when traced (`vkml.numpy.take`).
 
     >>> import vkml.numpy as vnp
     >>> vnp.arange(10)[1:8:3].numpy().tolist()
@@ -53,7 +54,8 @@ def getitem(a: Array, idx) -> Array:
             continue
         d = a.shape[axis]
         if isinstance(i, (Array, _np.ndarray, list)):
-            arr = vnp.asarray(i)
+            # an empty list is an (empty) integer index in NumPy, though asarray says float
+            arr = vnp.asarray(i, dt.int32 if isinstance(i, list) and _np.size(i) == 0 else None)
             if arr.dtype == dt.bool_:
                 raise IndexError("boolean mask indexing has a data-dependent shape and is not "
                                  "supported; use vkml.numpy.where")
@@ -67,7 +69,12 @@ def getitem(a: Array, idx) -> Array:
             out_shape.append(("arr", arr.shape))
             adv_pos.append(pos)
         elif isinstance(i, slice):
-            b, e, s = i.indices(d)
+            try:
+                b, e, s = i.indices(d)
+            except TypeError as err:   # a float bound, or an array that is not 0-d integer
+                why = "" if str(err).startswith("slice indices") else f" ({err})"
+                raise TypeError(f"index {i!r}: slice indices must be integers or None or have an "
+                                f"__index__ method, as a 0-d integer array has{why}") from err
             if len(range(b, e, s)) == 0:
                 b, e, s = 0, 0, 1   # any empty range; slice.indices gives start -1 on size 0
             starts.append(b); stops.append(e); steps.append(s)
@@ -89,7 +96,7 @@ def getitem(a: Array, idx) -> Array:
     arr_first = False
     if array_index is not None:
         ax, arr = array_index
-        x = vnp.take(x, arr, axis=ax)  # replaces axis ax by arr.shape, in place
+        x = vnp.take(x, arr, axis=ax, _what="getitem")  # replaces axis ax by arr.shape, in place
         # ints count as advanced indices beside an array; split apart, NumPy moves the
         # advanced dimensions to the front
         arr_first = adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)

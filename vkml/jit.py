@@ -11,6 +11,7 @@ from collections import OrderedDict
 from typing import Callable, Sequence
 
 from .array import Array, bind
+from .debug import checks_enabled
 from .trace import dtypes as dt
 from .trace import tracer
 from .trace.tracer import _stack
@@ -71,9 +72,7 @@ def trace_flat(f: Callable, args: Sequence, tag=None):
         out_leaves, out_tree = tree_flatten(out)
         out_leaves = [vnp.asarray(o) for o in out_leaves]
         nodes = [t.lift(o) for o in out_leaves]
-        effects = [(obj, name, t.lift(v)) for obj, name, v in getattr(t, "effects", [])]
     graph = t.graph(nodes)
-    graph.effects = effects   # state assignments (vkml.state), as (obj, name, node)
     # nodes the reverse walk must see even if no output reaches them (custom_vjp residuals)
     graph.keep = [t.lift(v) for v in getattr(t, "keep", [])]
     return graph, out_tree, list(t.captured), leaves
@@ -83,7 +82,12 @@ def make_graph(f: Callable, *args) -> Graph:
     """The Graph f traces to on args (for inspection).
 
     >>> import vkml, vkml.numpy as vnp
-    >>> print(vkml.make_graph(lambda x: vnp.sin(x) * 2.0, vnp.ones(3)))  # doctest: +SKIP
+    >>> print(vkml.make_graph(lambda x: vnp.sin(x) * 2.0, vnp.ones(3)))  # doctest: +ELLIPSIS
+    graph(%...):
+      %... = Sin(%...) : float32[3]
+      %... = Full(shape=(), dtype=float32) : float32[]
+      %... = Mul(%..., %...) : float32[3]
+      return %...
     """
     return trace_flat(f, args)[0]
 
@@ -232,7 +236,7 @@ class Compiled:
 
     def profile(self, leaves: Sequence[Array]) -> list[tuple[str, float]]:
         """Run once on leaves with every kernel timed alone: (kernel name, seconds)."""
-        from .vulkan.executor import Recording, rebind
+        from .vulkan.executor import Recording, arm, raise_checks, rebind
         if not self.lowered.dispatches:
             return []
         rt = self.rt
@@ -241,7 +245,9 @@ class Compiled:
             if ph.block.buffer is None and id(ph.block) not in binding:
                 binding[id(ph.block)] = rt.allocator.alloc(ph.nbytes, "jit output")
         rec = Recording(rt, rebind(self.lowered.dispatches, binding), like=self.base, profile=True)
+        arm(self.lowered.checks)
         rec.submit()
+        raise_checks(self.lowered.checks)
         return rec.kernel_times()
 
     def run(self, leaves: Sequence[Array], donated: set[int]) -> list[Array]:
@@ -310,7 +316,16 @@ class Compiled:
             self.copy_out = self.copy_out or CopyCommands(rt)
             cbs.append(self.copy_out.record(out_slow))
         if cbs:
-            rt.submit(cbs)
+            checks = self.lowered.checks
+            if checks:
+                # device checks (int32 overflow, `vkml.debug` index checks): raised as the
+                # call's results are produced, before any is returned
+                from .vulkan.executor import arm, raise_checks
+                arm(checks)
+                rt.submit(cbs)
+                raise_checks(checks)
+            else:
+                rt.submit(cbs)
         _memcpy(out_fast)
         return outs
 
@@ -341,76 +356,6 @@ class Lowering:
                 f"barriers={self.barrier_count}, peak_bytes={self.peak_bytes})")
 
 
-def _modules_in(tree) -> list:
-    """Every vkml.nn Module reachable from tree's arguments, depth first, in flatten order."""
-    from .nn.base import Module
-    out = []
-    for top in tree_flatten(tree, is_leaf=lambda v: isinstance(v, Module))[0]:
-        if isinstance(top, Module):
-            out.extend(top.modules())
-    return out
-
-
-class _MirroredEffects(list):
-    """A trace's list of state effects that also shows each assignment on the traced copy
-    of the module it targets.
-
-    An effect is recorded against the module the user passed in (Module._state_owner),
-    so a transform nested in the jitted function (grad computing BatchNorm's running
-    statistics) updates that module only once jit returns. Eagerly the update is visible
-    at once: code after the grad (apply_updates building the returned model) reads the
-    new statistics. Setting the traced copy as well gives the jitted function the same view.
-    """
-
-    def __init__(self, copies: dict):
-        super().__init__()
-        self.copies = copies        # id(user's module) -> its traced copy in this trace
-
-    def append(self, effect) -> None:
-        obj, name, value = effect
-        copy = self.copies.get(id(obj))
-        if copy is not None and copy is not obj:
-            object.__setattr__(copy, name, value)
-        super().append(effect)
-
-
-def _mirror_state(trace, traced_args) -> None:
-    """Install _MirroredEffects on trace for the modules among traced_args."""
-    if trace is None:
-        return
-    copies = {}
-    for m in _modules_in(list(traced_args)):
-        copies.setdefault(id(m._state_owner()), m)
-    if copies:
-        trace.effects = _MirroredEffects(copies)
-
-
-def _effect_targets(effects: list, dyn) -> list:
-    """Where each state effect of a trace is written, relative to the arguments.
-
-    A compiled signature serves every later call with arguments of the same structure, so
-    an effect on a module passed as an argument is kept as that module's position among
-    the arguments' modules (found again in each call's own arguments), not as the object
-    that happened to be traced. An effect on any other object (a global module) stays on it.
-    """
-    mods = _modules_in(dyn)
-    pos = {id(m): k for k, m in enumerate(mods)}
-    return [(("arg", pos[id(obj)]) if id(obj) in pos else ("obj", obj), name, node)
-            for obj, name, node in effects]
-
-
-def _resolve_effects(targets: list, dyn) -> list:
-    """(object, attribute, node) effects for this call's arguments (see _effect_targets)."""
-    mods = None
-    out = []
-    for (kind, where), name, node in targets:
-        if kind == "arg":
-            mods = _modules_in(dyn) if mods is None else mods
-            where = mods[where]
-        out.append((where, name, node))
-    return out
-
-
 class Jitted:
     """A function compiled per input signature (see `jit`)."""
 
@@ -422,7 +367,7 @@ class Jitted:
         self.cache: OrderedDict = OrderedDict()     # bounded: SIGNATURES_KEPT
         self.trace_count = 0
         # (shape, dtype) per argument -> (Compiled, out_tree), for calls whose arguments are
-        # all concrete Arrays, without static or donated ones or state effects: such a call
+        # all concrete Arrays, without static or donated ones: such a call
         # skips splitting, flattening and keying the pytree (a few microseconds of Python)
         self._plain: dict | None = {} if not (self.static_argnums or self.donate_argnums) else None
 
@@ -442,21 +387,11 @@ class Jitted:
 
     def _trace(self, args, static, dyn):
         def flat_f(*dyn_args):
-            _mirror_state(tracer.current(), dyn_args)
             it = iter(dyn_args)
             full = [args[i] if i in static else next(it) for i in range(len(args))]
             return self.f(*full)
         self.trace_count += 1
         return trace_flat(flat_f, dyn)
-
-    def _traced_graph(self, args, static, dyn):
-        """Trace f; the graph's outputs are f's output leaves, then one per state effect
-        (vkml.state assignments, such as BatchNorm's running statistics)."""
-        graph, out_tree, captured, leaves = self._trace(args, static, dyn)
-        effects = graph.effects
-        if effects:
-            graph = Graph(graph.inputs, list(graph.outputs) + [e[2] for e in effects])
-        return graph, out_tree, captured, leaves, effects
 
     def _entry(self, args, split=None, flat=None):
         from . import numpy as vnp
@@ -464,15 +399,15 @@ class Jitted:
         static, dyn, key_static = split or self._split(args)
         leaves, treedef = flat or tree_flatten(dyn)
         leaves = [l if type(l) is Array else vnp.asarray(l) for l in leaves]
-        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static)
+        # traced with `vkml.debug` index checks or without: two programs
+        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static, checks_enabled())
         entry = self.cache.get(key)
         if entry is None:
-            graph, out_tree, captured, _, effects = self._traced_graph(args, static, dyn)
+            graph, out_tree, captured, _ = self._trace(args, static, dyn)
             if captured:
                 raise AssertionError("jit: eager trace captured outer tracers")
             g = simplify(graph)
-            entry = (Compiled(g, simplify(g, for_execution=True)), out_tree,
-                     _effect_targets(effects, dyn))
+            entry = (Compiled(g, simplify(g, for_execution=True)), out_tree)
             self.cache[key] = entry
             while len(self.cache) > SIGNATURES_KEPT:
                 self.cache.popitem(last=False)
@@ -489,7 +424,7 @@ class Jitted:
                     break
                 key.append((a.shape, a.dtype))
             else:
-                hit = plain.get(tuple(key))
+                hit = plain.get((checks_enabled(), tuple(key)))
                 if hit is not None and not _stack():
                     for a in args:
                         if type(a._buf) is _DonatedBuffer:
@@ -498,21 +433,20 @@ class Jitted:
         return self._call(args)
 
     def _call(self, args):
-        from .state import commit
         split = self._split(args)
         static, dyn, _ = split
         flat = tree_flatten(dyn)
         leaves = flat[0]
         if tracer.current() is not None or any(getattr(l, "_trace", None) is not None for l in leaves):
             # inside another transform, jit is the identity on the program: tracing f into
-            # the enclosing trace keeps everything it records there (state effects,
-            # custom_vjp regions and their residuals, checkpoint tags)
+            # the enclosing trace keeps everything it records there (custom_vjp regions
+            # and their residuals, checkpoint tags)
             self.trace_count += 1
             return self.f(*args)
-        (compiled, out_tree, targets), leaves, dyn, _ = self._entry(args, split, flat)
-        if self._plain is not None and not targets and all(type(a) is Array for a in args):
+        (compiled, out_tree), leaves, dyn, _ = self._entry(args, split, flat)
+        if self._plain is not None and all(type(a) is Array for a in args):
             plain = self._plain
-            plain[tuple((a.shape, a.dtype) for a in args)] = (compiled, out_tree)
+            plain[(checks_enabled(), tuple((a.shape, a.dtype) for a in args))] = (compiled, out_tree)
             while len(plain) > SIGNATURES_KEPT:   # oldest first (a hit here does not reorder)
                 plain.pop(next(iter(plain)), None)
         for l in leaves:
@@ -534,11 +468,6 @@ class Jitted:
         for i in donated:
             if all(r is not leaves[i] for r in res):
                 leaves[i]._buf = _DonatedBuffer(leaves[i].shape, leaves[i].dtype)
-        n_eff = len(targets)
-        if n_eff:
-            effects = _resolve_effects(targets, dyn)
-            commit(effects, res[len(res) - n_eff:])
-            res = res[:len(res) - n_eff]
         return tree_unflatten(out_tree, res)
 
     def profile(self, *args) -> list[tuple[str, float]]:
@@ -551,7 +480,7 @@ class Jitted:
         >>> [name.split("_")[0] for name, s in times][:2], all(s >= 0 for _, s in times)
         (['Exp', 'MatMul'], True)
         """
-        (compiled, _, _), leaves, _, _ = self._entry(args)
+        (compiled, _), leaves, _, _ = self._entry(args)
         return compiled.profile(leaves)
 
     def lower(self, *args) -> Lowering:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins as _b
 import math
+import operator
 from typing import Any, Sequence
 
 import numpy as _np
@@ -20,6 +21,7 @@ from .array import Array, bind
 from .trace import tracer as _tracer
 from .trace import dtypes as dt
 from .trace.dtypes import DTypeError
+from .trace import ops as _ops
 from .trace.ops import OpKind
 from .trace.shapes import ShapeError, broadcast_shapes, normalize_axes, normalize_axis
 
@@ -83,29 +85,63 @@ def array(x: Any, dtype=None, copy: bool = True) -> Array:
     return a
 
 
-def _shape(shape) -> tuple:
-    if isinstance(shape, (int, _np.integer)):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
+def _dim(op: str, v) -> int:
+    """One shape entry or count as an int, refusing what NumPy refuses: a float or bool
+    (TypeError, where int(2.5) would silently truncate)."""
+    if isinstance(v, (bool, _np.bool_)) or not hasattr(v, "__index__"):
+        raise TypeError(f"{op}: {type(v).__name__} {v!r} cannot be interpreted as an integer "
+                        f"(shapes and counts are ints)")
+    return operator.index(v)
+
+
+def _shape(shape, op: str = "shape", unknown: bool = False) -> tuple:
+    """A shape argument (an int or a sequence of ints) as a tuple; ValueError for a negative
+    entry (other than one -1 where `unknown`, for reshape), TypeError for a non-integer."""
+    if shape is None:
+        raise TypeError(f"{op}: shape None; use () for a 0-d array")
+    if isinstance(shape, (tuple, list)) or getattr(shape, "ndim", 0):
+        dims = tuple(_dim(op, d) for d in shape)
+    elif hasattr(shape, "__index__"):
+        dims = (_dim(op, shape),)
+    elif hasattr(shape, "__iter__") and not isinstance(shape, (str, bytes)):
+        dims = tuple(_dim(op, d) for d in shape)
+    else:
+        raise TypeError(f"{op}: shape {shape!r} must be an int or a sequence of ints")
+    bad = [d for d in dims if d < 0 and not (unknown and d == -1)]
+    if bad:
+        raise ShapeError(f"{op}: negative dimensions are not allowed, got shape {dims}")
+    return dims
 
 
 def full(shape, fill_value, dtype=None) -> Array:
-    """An array of shape filled with fill_value (dtype from the value when not given)."""
+    """An array of shape filled with fill_value (dtype from the value when not given).
+
+    >>> full((2,), 7).numpy().tolist()
+    [7, 7]
+    """
+    shape = _shape(shape, "full")
     if isinstance(fill_value, Array):
-        return broadcast_to(asarray(fill_value, dtype), _shape(shape))
+        return broadcast_to(asarray(fill_value, dtype), shape)
     if dtype is None:
-        dtype = dt.promote_weak([], [type(fill_value) if type(fill_value) in (bool, int, float) else float])
+        if isinstance(fill_value, (_np.ndarray, _np.generic)):
+            if _np.ndim(fill_value):
+                return broadcast_to(asarray(fill_value), shape)
+            dtype = dt.canonical(_np.asarray(fill_value).dtype, "full")
+        else:
+            dtype = dt.promote_weak([], [type(fill_value) if type(fill_value) in (bool, int, float) else float])
     d = dt.canonical(dtype, "full")
     v = bool(fill_value) if d == dt.bool_ else (int(fill_value) if d == dt.int32 else float(fill_value))
-    return bind(OpKind.Full, [], shape=_shape(shape), dtype=d, value=v)
+    return bind(OpKind.Full, [], shape=shape, dtype=d, value=v)
 
 
 def zeros(shape, dtype=float32) -> Array:
-    return full(shape, 0, dtype)
+    """An array of zeros."""
+    return full(_shape(shape, "zeros"), 0, dtype)
 
 
 def ones(shape, dtype=float32) -> Array:
-    return full(shape, 1, dtype)
+    """An array of ones."""
+    return full(_shape(shape, "ones"), 1, dtype)
 
 
 def zeros_like(a, dtype=None) -> Array:
@@ -124,7 +160,28 @@ def full_like(a, fill_value, dtype=None) -> Array:
 
 
 def empty(shape, dtype=float32) -> Array:
-    return zeros(shape, dtype)
+    """An array of shape (zero-filled: device memory is never handed out uninitialised)."""
+    return full(_shape(shape, "empty"), 0, dtype)
+
+
+class _ZeroStepError(ValueError, ZeroDivisionError):
+    """arange with step 0: NumPy raises ZeroDivisionError, vkml has said ValueError."""
+
+
+def _real(op: str, name: str, v):
+    """A Python int or float from a scalar argument (Python or NumPy scalar, 0-d array),
+    TypeError otherwise (NumPy: only 0-d arrays convert to Python scalars)."""
+    if isinstance(v, (Array, _np.ndarray)):
+        if v.ndim:
+            raise TypeError(f"{op}: {name} must be a scalar, got an array of shape {v.shape}")
+        v = v.item()
+    elif isinstance(v, _np.generic):
+        v = v.item()
+    if isinstance(v, bool):
+        return int(v)
+    if not isinstance(v, (int, float)):
+        raise TypeError(f"{op}: {name} {v!r} ({type(v).__name__}) is not a real number")
+    return v
 
 
 def arange(start, stop=None, step=1, dtype=None) -> Array:
@@ -135,17 +192,34 @@ def arange(start, stop=None, step=1, dtype=None) -> Array:
     """
     if stop is None:
         start, stop = 0, start
+    start, stop, step = (_real("arange", n, v) for n, v in
+                         (("start", start), ("stop", stop), ("step", step)))
     if dtype is None:
         dtype = dt.float32 if _b.any(isinstance(v, float) for v in (start, stop, step)) else dt.int32
     d = dt.canonical(dtype, "arange")
     if step == 0:
-        raise ValueError("arange: step must not be zero")
-    n = _b.max(0, math.ceil((stop - start) / step))
+        raise _ZeroStepError("arange: step must not be zero")
+    span = (stop - start) / step
+    if not math.isfinite(span):
+        raise ValueError(f"arange: cannot compute the length of [{start}, {stop}) with step {step} "
+                         f"(it is {span}); give finite bounds")
+    n = _b.max(0, math.ceil(span))
     return bind(OpKind.Arange, [], n=int(n), start=start, step=step, dtype=d)
 
 
 def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> Array:
-    """num evenly spaced samples over [start, stop] (or [start, stop))."""
+    """num evenly spaced samples over [start, stop] (or [start, stop)).
+
+    >>> linspace(0, 1, 3).numpy().tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if not hasattr(num, "__index__"):
+        raise TypeError(f"linspace: num {num!r} ({type(num).__name__}) cannot be interpreted as "
+                        f"an integer")
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+    start, stop = _real("linspace", "start", start), _real("linspace", "stop", stop)
     d = dt.canonical(dtype or dt.float32, "linspace")
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else 0.0
@@ -162,7 +236,16 @@ def _device_float64() -> bool:
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=float32) -> Array:
-    M = N if M is None else M
+    """Ones on the k-th diagonal of an N x M matrix, zeros elsewhere.
+
+    >>> eye(2, k=1).numpy().tolist()
+    [[0.0, 1.0], [0.0, 0.0]]
+    """
+    N = _dim("eye", N)
+    M = N if M is None else _dim("eye", M)
+    k = _dim("eye", k)
+    if N < 0 or M < 0:
+        raise ShapeError(f"eye: negative dimensions are not allowed, got N={N}, M={M}")
     return equal(arange(N)[:, None] + k, arange(M)[None, :]).astype(dtype)
 
 
@@ -193,6 +276,22 @@ def _operands(name: str, *xs):
     return [conv(x) for x in xs], d
 
 
+# oracles for the generated functions NumPy has no function of the same name for
+_DOC_REFS = {"rsqrt": lambda v: 1 / _np.sqrt(v), "erf": _np.vectorize(math.erf),
+             "erfc": _np.vectorize(math.erfc)}
+
+
+def _example(name: str, call: str, *args, digits: int | None = None) -> str:
+    """A generated function's docstring example: `call` and, as its expected output, what
+    NumPy (the oracle) gives on the same operands, printed as the example prints it (a
+    float32 array rounded to `digits` decimals, else the exact list)."""
+    want = (_DOC_REFS.get(name) or getattr(_np, name))(*args)
+    if digits is None:
+        return f">>> {call}.numpy().tolist()\n{want.tolist()!r}\n"
+    return (f">>> print({call}.numpy().round({digits}))\n"
+            f"{_np.asarray(want, _np.float32).round(digits)}\n")
+
+
 def _float_operands(name, *xs):
     xs, d = _operands(name, *xs)
     if not dt.is_float(d):
@@ -205,7 +304,8 @@ def _unary_float(kind: OpKind, name: str):
         (x,), _ = _float_operands(name, x)
         return bind(kind, [x])
     f.__name__ = name
-    f.__doc__ = f"Elementwise {name} (integer input becomes float32).\n\n>>> {name}(asarray([0.5]))  # doctest: +SKIP\n"
+    f.__doc__ = (f"Elementwise {name} (integer input becomes float32).\n\n"
+                 + _example(name, f"{name}(asarray([0.5]))", _np.array([0.5]), digits=4))
     return f
 
 
@@ -227,10 +327,15 @@ def _unary_num(kind: OpKind, name: str):
     def f(x) -> Array:
         (x,), d = _operands(name, x)
         if d == dt.bool_:
-            x = x.astype(dt.int32)
+            # NumPy and jax.numpy: abs of a bool is itself; negative and sign refuse it
+            if kind is OpKind.Abs:
+                return x
+            raise DTypeError(f"{name}: not defined for bool arrays; use logical_not, or cast to "
+                             f"int32 first")
         return bind(kind, [x])
     f.__name__ = name
-    f.__doc__ = f"Elementwise {name}.\n\n>>> {name}(asarray([-1.5]))  # doctest: +SKIP\n"
+    f.__doc__ = (f"Elementwise {name}.\n\n"
+                 + _example(name, f"{name}(asarray([-1.5]))", _np.float32([-1.5])))
     return f
 
 
@@ -241,6 +346,10 @@ sign = _unary_num(OpKind.Sign, "sign")
 
 
 def square(x) -> Array:
+    """x * x; a bool input gives int32 (NumPy has no bool square: int8 there)."""
+    x = asarray(x)
+    if x.dtype == dt.bool_:
+        x = x.astype(dt.int32)
     return multiply(x, x)
 
 
@@ -258,7 +367,9 @@ def _binary(kind: OpKind, name: str, floats: bool = False, bool_ok: bool = False
                              f"or cast to int32 first")
         return bind(kind, [x, y])
     f.__name__ = name
-    f.__doc__ = f"Elementwise {name} with broadcasting and promotion.\n\n>>> {name}(asarray([1.0]), 2.0)  # doctest: +SKIP\n"
+    f.__doc__ = (f"Elementwise {name} with broadcasting and promotion.\n\n"
+                 + _example(name, f"{name}(asarray([1.0]), 2.0)", _np.float32([1.0]),
+                            _np.float32(2.0)))
     return f
 
 
@@ -271,22 +382,46 @@ maximum = _binary(OpKind.Maximum, "maximum", bool_ok=True)
 minimum = _binary(OpKind.Minimum, "minimum", bool_ok=True)
 
 
+def _host_scalar(v) -> bool:
+    """A Python or NumPy scalar: its value is known while tracing."""
+    return isinstance(v, (bool, int, float, _np.bool_, _np.integer, _np.floating))
+
+
 def power(x, y) -> Array:
-    """x ** y; an integer base with a non-negative Python int exponent stays integer."""
-    if isinstance(y, int) and not isinstance(y, bool) and y >= 0:
-        (xa,), d = _operands("power", x)
-        if not dt.is_float(d):
-            xa = xa.astype(dt.int32) if d == dt.bool_ else xa
-            result, base, k = ones_like(xa), xa, y
-            while k:
-                if k & 1:
-                    result = result * base
-                k >>= 1
-                if k:
-                    base = base * base
-            return result
-    (x, y), _ = _float_operands("power", x, y)
-    return bind(OpKind.Pow, [x, y])
+    """x ** y. A constant exponent that is an integer or k + 0.5 (a Python or NumPy
+    scalar) is an exact multiplication chain (`IntegerPow`, as jax.lax.integer_pow): x ** 1
+    is x and x ** 2 is x * x, gradients included; an integer base then stays integer
+    (a negative exponent raises ValueError, as NumPy). Anything else is `Pow` in float.
+
+    >>> power(asarray([3.0]), 2).numpy().tolist()
+    [9.0]
+    """
+    n = _ops.integer_pow_exponent(y) if _host_scalar(y) else None
+    if n is not None:
+        (xa,), dx = _operands("power", x)
+        # the exponent takes part in promotion (weakly when a Python scalar) but is not
+        # made an array: it is the operator's attribute
+        if isinstance(y, (bool, int, float)) and not isinstance(y, _np.generic):
+            d = dt.promote_weak([dx], [type(y)])
+        else:
+            d = dt.promote(dx, dt.canonical(_np.asarray(y).dtype, "power"))
+        if d == dt.bool_:
+            d = dt.int32
+        if not dt.is_float(d) and n < 0:
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        return bind(OpKind.IntegerPow, [xa.astype(d)], exponent=n)
+    (xa, ya), d = _operands("power", x, y)
+    if not dt.is_float(d):
+        # integers to an integer array: exact in int32 (NumPy's int result); a concrete
+        # negative exponent is refused as NumPy refuses it, a traced one has the
+        # operator's documented value
+        if d == dt.bool_:
+            xa, ya = xa.astype(dt.int32), ya.astype(dt.int32)
+        if (ya._trace is None and math.prod(broadcast_shapes("power", xa.shape, ya.shape))
+                and bool(min(ya).numpy() < 0)):
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        return bind(OpKind.Pow, [xa, ya])
+    return bind(OpKind.Pow, [xa, ya])
 
 
 def _compare(kind: OpKind, name: str):
@@ -294,7 +429,8 @@ def _compare(kind: OpKind, name: str):
         (x, y), _ = _operands(name, x, y)
         return bind(kind, [x, y])
     f.__name__ = name
-    f.__doc__ = f"Elementwise {name} as bool.\n\n>>> {name}(asarray([1]), 1)  # doctest: +SKIP\n"
+    f.__doc__ = (f"Elementwise {name} as bool.\n\n"
+                 + _example(name, f"{name}(asarray([1]), 1)", _np.int32([1]), 1))
     return f
 
 
@@ -321,6 +457,83 @@ def logical_or(x, y) -> Array:
 def logical_not(x) -> Array:
     x = _as_bool(x)
     return bind(OpKind.Equal, [x, asarray(False)])
+
+
+def _integral_operands(name: str, *xs, shift: bool = False):
+    """Operands of a bitwise operator: bool and integer only (TypeError for floats, as
+    NumPy's ufuncs); a shift promotes bool to int32, as NumPy does."""
+    given = xs
+    xs, d = _operands(name, *xs)
+    if d not in dt.INTEGRAL:
+        kinds = ", ".join(str(x.dtype) if isinstance(x, (Array, _np.ndarray, _np.generic))
+                          else type(x).__name__ for x in given)
+        raise DTypeError(f"{name}: not supported for the input types ({kinds}); NumPy's ufunc "
+                         f"'{name}' takes bool and integer operands only")
+    if shift and d == dt.bool_:
+        xs, d = [x.astype(dt.int32) for x in xs], dt.int32
+    return xs, d
+
+
+def _bitwise(kind: OpKind, name: str, shift: bool = False):
+    def f(x, y) -> Array:
+        (x, y), _ = _integral_operands(name, x, y, shift=shift)
+        return bind(kind, [x, y])
+    f.__name__ = name
+    f.__doc__ = (f"Elementwise {name} of bool or integer operands (NumPy's rules; floats raise "
+                 f"TypeError).\n\n" + _example(name, f"{name}(asarray([6]), 3)", _np.int32([6]), 3))
+    return f
+
+
+bitwise_and = _bitwise(OpKind.BitwiseAnd, "bitwise_and")
+bitwise_or = _bitwise(OpKind.BitwiseOr, "bitwise_or")
+bitwise_xor = _bitwise(OpKind.BitwiseXor, "bitwise_xor")
+left_shift = _bitwise(OpKind.ShiftLeft, "left_shift", shift=True)
+right_shift = _bitwise(OpKind.ShiftRight, "right_shift", shift=True)
+
+
+def _division_operands(name: str, x, y) -> list[Array]:
+    """Operands of floor division and remainder (bool promotes to int32, as NumPy's
+    integer result)."""
+    (x, y), d = _operands(name, x, y)
+    return [x.astype(dt.int32), y.astype(dt.int32)] if d == dt.bool_ else [x, y]
+
+
+def _division(kind: OpKind, name: str):
+    def f(x, y) -> Array:
+        return bind(kind, _division_operands(name, x, y))
+    f.__name__ = name
+    f.__doc__ = (f"Elementwise {name} with NumPy's rules (floor division, the remainder has "
+                 f"the sign of the divisor; exact on floats too).\n\n"
+                 + _example(name, f"{name}(asarray([7, -7]), 2)", _np.int32([7, -7]), 2))
+    return f
+
+
+floor_divide = _division(OpKind.FloorDivide, "floor_divide")
+remainder = _division(OpKind.Remainder, "remainder")
+mod = remainder
+
+
+def divmod(x, y) -> tuple[Array, Array]:
+    """(floor_divide(x, y), remainder(x, y)).
+
+    >>> [v.numpy().tolist() for v in divmod(asarray([7, -7]), 2)]
+    [[3, -4], [1, 1]]
+    """
+    x, y = _division_operands("divmod", x, y)
+    return bind(OpKind.FloorDivide, [x, y]), bind(OpKind.Remainder, [x, y])
+
+
+def invert(x) -> Array:
+    """~x: bitwise not of integers (-x - 1), logical not of bools; floats raise TypeError.
+
+    >>> invert(asarray([1, -8])).numpy().tolist(), invert(asarray([True])).numpy().tolist()
+    ([-2, 7], [False])
+    """
+    (x,), _ = _integral_operands("invert", x)
+    return bind(OpKind.BitwiseNot, [x])
+
+
+bitwise_not = invert
 
 
 def isnan(x) -> Array:
@@ -358,12 +571,33 @@ def clip(a, a_min=None, a_max=None) -> Array:
 # --------------------------------------------------------------------------- reductions
 
 
-def _axes(name, a: Array, axis):
-    return normalize_axes(name, axis, a.ndim)
+def _axes(name, a: Array, axis, scalar_0d: bool = True):
+    """Reduction axes as NumPy takes them; scalar_0d: a lone int 0 or -1 on a 0-d array
+    means no axes (NumPy's ufunc reductions), False where NumPy refuses it (mean, var)."""
+    return normalize_axes(name, axis, a.ndim, scalar_0d)
+
+
+def _reduced_size(a: Array, axes) -> int:
+    n = 1
+    for ax in axes:
+        n *= a.shape[ax]
+    return n
+
+
+def _need_nonempty(name: str, what: str, a: Array, axes) -> None:
+    """NumPy's ValueError for a reduction without an identity over no elements."""
+    if _reduced_size(a, axes) == 0:
+        raise ShapeError(f"{name}: zero-size array to reduction operation {what} which has no "
+                         f"identity (shape {a.shape}, axes {axes}); reduce over non-empty axes "
+                         f"(or use where(...) with a fill value first)")
 
 
 def sum(a, axis=None, keepdims: bool = False, dtype=None) -> Array:
-    """Sum over axis (None: all); bool sums count as int32."""
+    """Sum over axis (None: all); bool sums count as int32; an empty sum is 0.
+
+    >>> sum(asarray([[1, 2], [3, 4]]), axis=0).numpy().tolist()
+    [4, 6]
+    """
     a = asarray(a)
     if dtype is not None:
         a = a.astype(dtype)
@@ -373,35 +607,55 @@ def sum(a, axis=None, keepdims: bool = False, dtype=None) -> Array:
 
 
 def mean(a, axis=None, keepdims: bool = False) -> Array:
-    """Arithmetic mean over axis; integer input gives float32."""
+    """Arithmetic mean over axis; integer input gives float32; an empty mean is nan."""
     a = asarray(a)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
-    return bind(OpKind.Mean, [a], axes=_axes("mean", a, axis), keepdims=bool(keepdims))
+    return bind(OpKind.Mean, [a], axes=_axes("mean", a, axis, False), keepdims=bool(keepdims))
 
 
 def max(a, axis=None, keepdims: bool = False) -> Array:
+    """Maximum over axis; nan propagates; ValueError over no elements (no identity)."""
     a = asarray(a)
-    return bind(OpKind.Max, [a], axes=_axes("max", a, axis), keepdims=bool(keepdims))
+    axes = _axes("max", a, axis)
+    _need_nonempty("max", "maximum", a, axes)
+    return bind(OpKind.Max, [a], axes=axes, keepdims=bool(keepdims))
 
 
 def min(a, axis=None, keepdims: bool = False) -> Array:
+    """Minimum over axis; nan propagates; ValueError over no elements (no identity)."""
     a = asarray(a)
-    return bind(OpKind.Min, [a], axes=_axes("min", a, axis), keepdims=bool(keepdims))
+    axes = _axes("min", a, axis)
+    _need_nonempty("min", "minimum", a, axes)
+    return bind(OpKind.Min, [a], axes=axes, keepdims=bool(keepdims))
 
 
 amax, amin = max, min
 
 
+def _bool_reduce(kind: OpKind, name: str, empty: bool, a, axis, keepdims) -> Array:
+    a = _as_bool(a)
+    axes = _axes(name, a, axis)
+    if _reduced_size(a, axes) == 0:
+        # over no elements: the identity (False for any, True for all), as NumPy
+        shape = tuple(1 if i in axes else d for i, d in enumerate(a.shape)) if keepdims else \
+            tuple(d for i, d in enumerate(a.shape) if i not in axes)
+        return full(shape, empty, dt.bool_)
+    return bind(kind, [a], axes=axes, keepdims=bool(keepdims))
+
+
 def any(a, axis=None, keepdims: bool = False) -> Array:
-    return max(_as_bool(a), axis, keepdims)
+    """Whether any element along axis is true (False over no elements)."""
+    return _bool_reduce(OpKind.Max, "any", False, a, axis, keepdims)
 
 
 def all(a, axis=None, keepdims: bool = False) -> Array:
-    return min(_as_bool(a), axis, keepdims)
+    """Whether every element along axis is true (True over no elements)."""
+    return _bool_reduce(OpKind.Min, "all", True, a, axis, keepdims)
 
 
 def prod(a, axis=None, keepdims: bool = False) -> Array:
+    """Product over axis; bool counts as int32; an empty product is 1."""
     a = asarray(a)
     if a.dtype == dt.bool_:
         a = a.astype(dt.int32)
@@ -412,10 +666,17 @@ def _arg(kind, name, a, axis, keepdims):
     a = asarray(a)
     if a.dtype == dt.bool_:
         a = a.astype(dt.int32)
-    if axis is None:
+    # NumPy: a 0-d array counts as 1-d here (axis 0 or -1 is its one axis); one int axis only
+    ax = None if axis is None else normalize_axis(name, axis, _b.max(a.ndim, 1))
+    if axis is None or a.ndim == 0:
+        if a.size == 0:
+            raise ShapeError(f"{name}: attempt to get {name} of an empty sequence (shape {a.shape})")
         r = bind(kind, [reshape(a, (-1,))], axes=(0,), keepdims=False)
         return reshape(r, (1,) * a.ndim) if keepdims else r
-    return bind(kind, [a], axes=(normalize_axis(name, axis, a.ndim),), keepdims=bool(keepdims))
+    if a.shape[ax] == 0:
+        raise ShapeError(f"{name}: attempt to get {name} of an empty sequence (axis {ax} of "
+                         f"shape {a.shape} has size 0)")
+    return bind(kind, [a], axes=(ax,), keepdims=bool(keepdims))
 
 
 def argmax(a, axis=None, keepdims: bool = False) -> Array:
@@ -429,32 +690,35 @@ def argmin(a, axis=None, keepdims: bool = False) -> Array:
 
 
 def var(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
-    """Variance (two-pass: mean first, then mean squared deviation)."""
+    """Variance (two-pass: mean first, then mean squared deviation); divides by
+    max(n - ddof, 0) as NumPy, so ddof >= n gives inf (or nan where the sum is 0)."""
     a = asarray(a)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
-    axes = _axes("var", a, axis)
-    n = 1
-    for ax in axes:
-        n *= a.shape[ax]
+    axes = _axes("var", a, axis, False)
     m = mean(a, axes, keepdims=True)
     d = a - m
     s = sum(d * d, axes, keepdims=keepdims)
-    return s / float(n - ddof) if n - ddof > 0 else s * nan
+    return s / float(_b.max(_reduced_size(a, axes) - ddof, 0))
 
 
 def std(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
+    """Standard deviation: sqrt of var."""
     return sqrt(var(a, axis, ddof, keepdims))
 
 
 def cumsum(a, axis=None) -> Array:
-    """Inclusive running sum (flattened when axis is None)."""
+    """Inclusive running sum (flattened when axis is None; a 0-d input gives shape (1,)
+    as in NumPy)."""
     a = asarray(a)
     if a.dtype == dt.bool_:
         a = a.astype(dt.int32)
-    if axis is None:
-        a, axis = reshape(a, (-1,)), 0
-    return bind(OpKind.Cumsum, [a], axis=normalize_axis("cumsum", axis, a.ndim))
+    if axis is None or a.ndim == 0:
+        ax = 0 if axis is None else normalize_axis("cumsum", axis, 1)
+        a = reshape(a, (-1,))
+    else:
+        ax = normalize_axis("cumsum", axis, a.ndim)
+    return bind(OpKind.Cumsum, [a], axis=ax)
 
 
 # --------------------------------------------------------------------------- contraction
@@ -503,10 +767,14 @@ def outer(a, b) -> Array:
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
-def einsum(subscripts: str, *operands) -> Array:
-    """Einstein summation for explicit two-operand (or one-operand) specs via matmul."""
-    from .einsum import einsum as _e
-    return _e(subscripts, *operands)
+def einsum(subscripts, *operands, out=None, optimize="auto", dtype=None) -> Array:
+    """Einstein summation with NumPy's subscripts, as pairwise matmuls (see vkml/einsum.py).
+
+    >>> einsum("ij,j->i", asarray([[1, 2], [3, 4]]), asarray([1, 1])).numpy().tolist()
+    [3, 7]
+    """
+    from .einsum import einsum as _e     # lazily: vkml/einsum.py is built on this module
+    return _e(subscripts, *operands, out=out, optimize=optimize, dtype=dtype)
 
 
 # --------------------------------------------------------------------------- shape
@@ -515,7 +783,7 @@ def einsum(subscripts: str, *operands) -> Array:
 def reshape(a, shape) -> Array:
     """Same data, new shape (one -1 is inferred)."""
     a = asarray(a)
-    shape = _shape(shape)
+    shape = _shape(shape, "reshape", unknown=True)
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: only one -1 allowed in {shape}")
     if -1 in shape:
@@ -570,16 +838,17 @@ def squeeze(a, axis=None) -> Array:
     a = asarray(a)
     if axis is None:
         return reshape(a, tuple(d for d in a.shape if d != 1))
-    axes = normalize_axes("squeeze", axis, a.ndim)
+    axes = normalize_axes("squeeze", axis, a.ndim, scalar_0d=True)
     for ax in axes:
         if a.shape[ax] != 1:
-            raise ShapeError(f"squeeze: axis {ax} of shape {a.shape} has size {a.shape[ax]}, not 1")
+            raise ShapeError(f"squeeze: cannot squeeze axis {ax} of shape {a.shape}: its size "
+                             f"is {a.shape[ax]}, not 1")
     return reshape(a, tuple(d for i, d in enumerate(a.shape) if i not in axes))
 
 
 def broadcast_to(a, shape) -> Array:
     a = asarray(a)
-    shape = _shape(shape)
+    shape = _shape(shape, "broadcast_to")
     if a.shape == shape:
         return a
     return bind(OpKind.Expand, [a], shape=shape)
@@ -636,18 +905,27 @@ def split(a, indices_or_sections, axis: int = 0) -> list[Array]:
     return out
 
 
-def take(a, indices, axis=None) -> Array:
-    """Gather along axis (flattened when None); negative indices wrap, out of range clamps."""
+def take(a, indices, axis=None, _what: str = "take") -> Array:
+    """Gather along axis (flattened when None); negative indices count from the end.
+
+    A concrete index out of range raises IndexError (NumPy's rule). A traced one (under
+    jit, grad or vmap) is clamped into range, as in JAX, and its gradient is dropped;
+    `vkml.debug.checks` checks it on the device instead.
+
+    >>> take(arange(5) * 10, [4, -1]).numpy().tolist()
+    [40, 40]
+    """
+    from .debug import check_index
     a = asarray(a)
     idx = asarray(indices)
     if idx.dtype != dt.int32:
         if dt.is_float(idx.dtype):
             raise DTypeError(f"take: indices must be integers, got {idx.dtype}")
         idx = idx.astype(dt.int32)
-    if axis is None:
-        a, axis = reshape(a, (-1,)), 0
+    if axis is None or a.ndim == 0:   # NumPy: a 0-d array has axis 0 here, as 1-d
+        a, axis = reshape(a, (-1,)), 0 if axis is None else axis
     ax = normalize_axis("take", axis, a.ndim)
-    flat = reshape(idx, (-1,))
+    flat = check_index(_what, reshape(idx, (-1,)), a.shape[ax], ax)
     out = bind(OpKind.IndexSelect, [a, flat], axis=ax)
     return reshape(out, a.shape[:ax] + idx.shape + a.shape[ax + 1:])
 

@@ -51,10 +51,9 @@ def _shape(fn: str, shape) -> tuple:
         return ()
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    try:
-        out = tuple(int(s) for s in shape)
-    except TypeError:
-        raise ShapeError(f"random.{fn}: shape {shape!r} must be an int or a tuple of ints") from None
+    if not hasattr(shape, "__iter__"):
+        raise TypeError(f"random.{fn}: shape {shape!r} must be an int or a tuple of ints")
+    out = tuple(vnp._dim(f"random.{fn}", s) for s in shape)   # TypeError for 2.0 or True
     if any(s < 0 for s in out):
         raise ShapeError(f"random.{fn}: shape {out} has a negative dimension")
     return out

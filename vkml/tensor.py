@@ -129,13 +129,15 @@ class Tensor(Array):
         # checks first, in the design note's order
         if self._buf is None:
             raise UndefinedTensorError("backward: the tensor is undefined (it holds no value)")
+        # the dtype before requires_grad: a bool or integer result never requires grad
+        # (as in PyTorch), and its backward() is the design note's DTypeError
+        if not dt.is_float(self.dtype):
+            raise DTypeError(f"backward: root of dtype {self.dtype} has no gradient; only float "
+                             f"roots can be differentiated")
         if not self.requires_grad:
             raise RuntimeError("backward: this tensor does not require grad and has no history "
                                "(was it made under no_grad(), detached, or from leaves without "
                                "requires_grad=True?)")
-        if not dt.is_float(self.dtype):
-            raise DTypeError(f"backward: root of dtype {self.dtype} has no gradient; only float "
-                             f"roots can be differentiated")
         if gradient is None:
             if self.size != 1:
                 raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs; "
@@ -198,9 +200,10 @@ def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
     if any(o._buf is None for o in plain):
         raise UndefinedTensorError(f"{kind.value}: an operand tensor is undefined")
     out = bind(kind, plain, **attrs)
-    # an integer result of tracked inputs keeps the flag, so backward() on it can say
-    # DTypeError (the design note's check) instead of "does not require grad"
-    req = tracer.grad_enabled() and any(isinstance(o, Tensor) and o.requires_grad for o in operands)
+    # a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad,
+    # as in PyTorch: no gradient flows through its values
+    req = (tracer.grad_enabled() and dt.is_float(out.dtype)
+           and any(isinstance(o, Tensor) and o.requires_grad for o in operands))
     if not req:
         return Tensor._result(out, None, (), False)
     node = Node(kind, [_node_of(o) for o in operands], attrs, shape=out.shape, dtype=out.dtype)

@@ -175,6 +175,12 @@ def test_cross_entropy_grad_and_errors():
         F.cross_entropy(f64(logits), vnp.asarray([True, False, True]))
     with pytest.raises(ValueError, match="reduction"):
         F.cross_entropy(f64(logits), labels, reduction="avg")
+    # labels out of [0, C) raise (PyTorch: "Target 3 is out of bounds"), ignore_index aside
+    for bad in (3, -1, 10):
+        for f in (F.cross_entropy, F.nll_loss):
+            with pytest.raises(IndexError, match=rf"^{f.__name__}: label {bad} is out of bounds for 3 classes"):
+                f(f64(logits), vnp.asarray([0, bad, 1]))
+    assert np.isfinite(float(F.cross_entropy(f64(logits), vnp.asarray([0, -100, 1]))))
 
 
 def test_mse_loss_and_one_hot():
@@ -265,6 +271,28 @@ def test_conv2d_same_padding_unbatched_and_errors():
         F.conv2d(f64(np.ones((4, 4))), f64(np.ones((1, 1, 3, 3))))
 
 
+def test_conv2d_padding_strings_and_empty_kernels_are_refused():
+    x, w = f64(np.ones((1, 1, 5, 5))), f64(np.ones((1, 1, 3, 3)))
+    with pytest.raises(ValueError, match="conv2d: padding='same' is not supported for strided convolutions"):
+        F.conv2d(x, w, stride=2, padding="same")
+    with pytest.raises(ValueError, match=r"conv2d: Invalid padding string 'not_same', should be one of "
+                                         r"\{'valid', 'same'\}"):
+        F.conv2d(x, w, padding="not_same")
+    with pytest.raises(ValueError, match=r"conv2d: weight \(1, 1, 0, 3\) has an empty kernel"):
+        F.conv2d(x, f64(np.ones((1, 1, 0, 3))))
+    assert F.conv2d(x, w, stride=2, padding="valid").shape == (1, 1, 2, 2)
+
+
+def test_one_hot_needs_a_positive_int_number_of_classes():
+    """As jax.nn.one_hot: PyTorch's -1 (infer) is refused rather than guessed."""
+    for n in (-1, 0):
+        with pytest.raises(ValueError, match=f"one_hot: num_classes must be a positive int, got {n}"):
+            F.one_hot(vnp.asarray([0, 1]), n)
+    with pytest.raises(TypeError, match="one_hot: num_classes must be an int, got 2.5"):
+        F.one_hot(vnp.asarray([0, 1]), 2.5)
+    assert np.asarray(F.one_hot(vnp.asarray([1]), np.int64(2))).tolist() == [[0, 1]]
+
+
 # --------------------------------------------------------------------------- pooling
 
 def _windows(x, k, s, p, fill):
@@ -274,6 +302,26 @@ def _windows(x, k, s, p, fill):
     w = np.stack([xp[:, :, i:i + s[0] * (OH - 1) + 1:s[0], j:j + s[1] * (OW - 1) + 1:s[1]]
                   for i in range(k[0]) for j in range(k[1])], axis=-1)
     return w
+
+
+def test_max_pool2d_keeps_int32():
+    """The max of integers is an integer: int32 in, int32 out, exactly NumPy's max (padding
+    is INT_MIN, so it never wins); bool input pools as int32."""
+    x = RNG.integers(-2**31, 2**31 - 1, size=(2, 3, 5, 6), dtype=np.int64).astype(np.int32)
+    for k, s, p in [((2, 2), (2, 2), (0, 0)), ((3, 2), (2, 1), (1, 1)), ((3, 3), (1, 1), (1, 1))]:
+        got = F.max_pool2d(vnp.asarray(x), k, stride=s, padding=p)
+        want = _windows(x.astype(np.int64), k, s, p, np.iinfo(np.int32).min).max(-1).astype(np.int32)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(got), want)
+    low = np.full((1, 1, 2, 2), np.iinfo(np.int32).min, np.int32)
+    np.testing.assert_array_equal(np.asarray(F.max_pool2d(vnp.asarray(low), 2, stride=1, padding=1)),
+                                  np.full((1, 1, 3, 3), np.iinfo(np.int32).min))
+    b = RNG.random((1, 2, 4, 4)) < 0.3
+    got = F.max_pool2d(vnp.asarray(b), 2)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), _windows(b.astype(np.int32), (2, 2), (2, 2), (0, 0), 0).max(-1))
+    got = F.max_pool2d(vnp.asarray(x[0]), 2)                   # unbatched CHW
+    assert got.dtype == np.int32 and got.shape == (3, 2, 3)
 
 
 def test_max_pool2d():
@@ -382,6 +430,8 @@ def test_embedding():
     w = RNG.standard_normal((5, 3))
     ids = np.array([[0, 4, 4], [2, 1, 0]], np.int32)
     close64(F.embedding(vnp.asarray(ids), f64(w)), w[ids])
+    with pytest.raises(IndexError, match=rf"^embedding: index {w.shape[0]} is out of bounds for axis 0"):
+        F.embedding(vnp.asarray([0, w.shape[0]]), f64(w))
     g = vkml.grad(lambda w: (F.embedding(vnp.asarray(ids), w) * f64(np.arange(3.0))).sum())(f64(w))
     want = np.zeros((5, 3))
     np.add.at(want, ids.ravel(), np.arange(3.0))

@@ -213,6 +213,37 @@ def test_dropout_module_needs_key_in_train_mode():
         net(vnp.ones((3, 4)))
 
 
+@pytest.mark.parametrize("make, err, msg", [
+    (lambda: nn.Conv2d(1, 1, 3, stride=2, padding="same"), ValueError,
+     "Conv2d: padding='same' is not supported for strided convolutions"),
+    (lambda: nn.Conv2d(1, 1, 3, padding="not_same"), ValueError,
+     r"Conv2d: Invalid padding string 'not_same', should be one of \{'valid', 'same'\}"),
+    (lambda: nn.Conv2d(1, 1, 0), ValueError, "Conv2d: kernel_size 0 must be an int or a pair of ints >= 1"),
+    (lambda: nn.Conv2d(1, 1, (3, 0)), ValueError, r"Conv2d: kernel_size \(3, 0\) must be"),
+    (lambda: nn.Conv2d(1, 1, 3, stride=0), ValueError, "Conv2d: stride 0 must be"),
+    (lambda: nn.Conv2d(-1, 1, 3), ValueError, "Conv2d: in_channels -1 must be a non-negative int"),
+    (lambda: nn.Conv2d(2.5, 2, 3), ValueError, "Conv2d: in_channels 2.5 must be a non-negative int"),
+    (lambda: nn.Conv2d(2, 2, 3, groups=0), ValueError, "Conv2d: groups=0 must be a positive int"),
+    (lambda: nn.Linear(-1, 3), ValueError, "Linear: in_features -1 must be a non-negative int"),
+    (lambda: nn.Linear(3, -2), ValueError, "Linear: out_features -2 must be a non-negative int"),
+    (lambda: nn.Dropout(-0.1), ValueError, r"Dropout: probability p=-0.1 must be in \[0, 1\]"),
+    (lambda: nn.Dropout(1.5), ValueError, r"Dropout: probability p=1.5 must be in \[0, 1\]"),
+    (lambda: nn.Dropout(float("nan")), ValueError, r"Dropout: probability p=nan must be in \[0, 1\]"),
+    (lambda: nn.Dropout("a"), TypeError, "Dropout: probability p must be a float in"),
+    (lambda: nn.Embedding(-1, 3), ValueError, "Embedding: num_embeddings -1 must be a non-negative int"),
+    (lambda: nn.Embedding(3, -1), ValueError, "Embedding: embedding_dim -1 must be a non-negative int"),
+    (lambda: nn.BatchNorm2d(-1), ValueError, "BatchNorm2d: num_features -1 must be"),
+    (lambda: nn.MaxPool2d(0), ValueError, "MaxPool2d: kernel_size 0 must be"),
+    (lambda: nn.MaxPool2d(2, padding=2), ValueError, r"MaxPool2d: padding \(2, 2\) must be at most half"),
+    (lambda: nn.AvgPool2d(3, padding=2), ValueError, r"AvgPool2d: padding \(2, 2\) must be at most half"),
+    (lambda: nn.Flatten("a"), TypeError, "Flatten: start_dim must be an int"),
+])
+def test_constructors_refuse_bad_arguments(make, err, msg):
+    """Checked at construction, as PyTorch does, not at the first forward pass."""
+    with pytest.raises(err, match=msg):
+        make()
+
+
 def test_layers_match_functional():
     x = f64(RNG.standard_normal((2, 2, 4, 4)))
     conv = nn.Conv2d(2, 4, 3, stride=1, padding=1, dilation=1, groups=2, dtype=np.float64)
@@ -277,18 +308,95 @@ def test_state_dict_round_trip():
         a.load_state_dict(sd)
 
 
-def test_batchnorm_running_statistics_reach_the_users_module_through_transforms():
-    x = RNG.standard_normal((3, 2, 2, 2))
-    net = nn.Sequential(nn.Identity(), nn.BatchNorm2d(2, dtype=np.float64))
-    vkml.grad(lambda m, x: (m(x) * m(x)).sum())(net, f64(x))     # two forward passes: two updates
-    m1 = 0.1 * x.mean((0, 2, 3))
-    close64(net.layers[1].running_mean, 0.9 * m1 + 0.1 * x.mean((0, 2, 3)))
-    assert not net.layers[1].running_mean.is_traced
+def _bn_stats(x, rm, rv, momentum=0.1):
+    """PyTorch's running-statistics update, in float64 NumPy."""
+    return ((1 - momentum) * rm + momentum * x.mean((0, 2, 3)),
+            (1 - momentum) * rv + momentum * x.var((0, 2, 3), ddof=1))
 
-    def outer(m):   # nested transforms: the update still lands on the outermost argument
+
+def test_transforms_leave_the_models_statistics_alone_and_return_the_new_ones():
+    """A transformed function is pure: the model passed in keeps its running statistics
+    bit for bit, and the model the function returns holds the new ones."""
+    x = RNG.standard_normal((3, 2, 2, 2))
+    net = nn.Sequential(nn.Identity(), nn.BatchNorm2d(2, dtype=F64))
+    rm0, rv0 = np.array([0.5, -0.25]), np.array([2.0, 0.5])
+    net.layers[1].running_mean, net.layers[1].running_var = f64(rm0), f64(rv0)
+    before = [np.asarray(b).copy() for b in net.buffers()]
+    m1, v1 = _bn_stats(x, rm0, rv0)
+    m2, v2 = _bn_stats(x, m1, v1)
+
+    def unchanged():
+        for b, was in zip(net.buffers(), before):
+            assert not b.is_traced and np.asarray(b).tobytes() == was.tobytes()
+
+    def close_stats(m, want_m, want_v):
+        close64(m.layers[1].running_mean, want_m)
+        close64(m.layers[1].running_var, want_v)
+        assert not m.layers[1].running_mean.is_traced
+
+    _, new = vkml.jit(lambda m, x: (m(x), m))(net, f64(x))
+    unchanged()
+    close_stats(new, m1, v1)
+    # two forward passes in one loss: two updates, on the traced copy only
+    g, new = vkml.grad(lambda m, x: ((m(x) * m(x)).sum(), m), has_aux=True)(net, f64(x))
+    unchanged()
+    close_stats(new, m2, v2)
+    vkml.grad(lambda m, x: (m(x) ** 2).sum())(net, f64(x))
+    unchanged()
+    (_, new), _ = vkml.value_and_grad(lambda m, x: ((m(x) ** 2).sum(), m), has_aux=True)(net, f64(x))
+    unchanged()
+    close_stats(new, m1, v1)
+    vkml.vmap(lambda m, x: m(x[None]).sum(), in_axes=(None, 0))(net, f64(x))
+    unchanged()
+
+    @vkml.jit
+    def step(m, x):     # the pure training step: the update goes to the returned model
+        (loss, m), g = vkml.value_and_grad(lambda mm: ((mm(x) ** 2).sum(), mm), has_aux=True)(m)
+        return vkml.optim.apply_updates(m, tree_map(lambda a: -0.1 * a, g)), loss
+    new, _ = step(net, f64(x))
+    unchanged()
+    close_stats(new, m1, v1)
+
+    def outer(m):       # nested transforms change nothing outside either
         gi = vkml.grad(lambda mm: (mm(f64(x)) ** 2).sum())(m)
         return (gi.layers[1].weight ** 2).sum()
-    net2 = nn.Sequential(nn.Identity(), nn.BatchNorm2d(2, dtype=np.float64))
-    vkml.grad(outer)(net2)
-    close64(net2.layers[1].running_mean, m1)
-    close64(net2.layers[1].running_var, 0.9 + 0.1 * x.var((0, 2, 3), ddof=1))
+    vkml.grad(outer)(net)
+    unchanged()
+    # a module the function closes over keeps its state (and never holds a tracer)
+    vkml.grad(lambda x: net(x).sum())(f64(x))
+    vkml.jit(lambda x: net(x).sum())(f64(x))
+    unchanged()
+    # the PyTorch face: called eagerly, the module is updated in place
+    net(f64(x))
+    close_stats(net, m1, v1)
+
+
+def test_batchnorm_in_the_tensor_path_updates_in_place_and_backpropagates():
+    """The torch-style loop: Tensor parameters, loss.backward(), optim.SGD; the running
+    statistics move in place, get no gradient, and the gradients match vkml.grad's."""
+    k = vr.split(vr.key(4), 2)
+    net = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, key=k[0], dtype=F64), nn.BatchNorm2d(3, dtype=F64),
+                        nn.ReLU(), nn.Flatten(), nn.Linear(3 * 16, 2, key=k[1], dtype=F64))
+    xn = RNG.standard_normal((4, 2, 4, 4))
+    x = f64(xn)
+    g, want = vkml.grad(lambda m: ((m(x) ** 2).mean(), m), has_aux=True)(net)
+    assert np.all(np.asarray(net.layers[1].running_mean) == 0)
+    params = [np.asarray(p).copy() for p in net.parameters()]
+    opt = vkml.optim.SGD(net.parameters(), lr=0.1)
+    opt.zero_grad()
+    loss = (net(x) ** 2).mean()
+    loss.backward()
+    for p, gp in zip(net.parameters(), g.parameters()):
+        close64(p.grad, np.asarray(gp), rtol=1e-10, atol=1e-12)
+    bn = net.layers[1]
+    for name in ("running_mean", "running_var"):
+        v = getattr(bn, name)
+        close64(v, np.asarray(getattr(want.layers[1], name)))
+        assert not getattr(v, "requires_grad", False) and getattr(v, "grad", None) is None
+    h = np.asarray(net.layers[0](x))
+    close64(bn.running_mean, _bn_stats(h, np.zeros(3), np.ones(3))[0], rtol=1e-10, atol=1e-12)
+    opt.step()
+    for p, was, gp in zip(net.parameters(), params, g.parameters()):
+        close64(p, was - 0.1 * np.asarray(gp), rtol=1e-10, atol=1e-12)
+
+

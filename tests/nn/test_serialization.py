@@ -124,3 +124,140 @@ def test_save_refuses_colliding_keys_and_non_arrays(tmp_path):
     with pytest.raises(SerializationError, match="leaf 'name' of type str is not an array"):
         save(tmp_path / "x.npz", {"name": "model"})
     assert not list(tmp_path.glob(".vkml-save-*"))            # no temporary file left behind
+
+
+# --------------------------------------------------------------------------- hostile files
+
+
+def _npy(a=None, header=None, data=None):
+    """The bytes of an .npy member: a's, or a hand-written header and data."""
+    import io
+    buf = io.BytesIO()
+    if a is not None:
+        np.lib.format.write_array(buf, a, allow_pickle=False)
+    else:
+        np.lib.format.write_array_header_1_0(buf, header)
+        buf.write(data)
+    return buf.getvalue()
+
+
+def _archive(path, members, compression=zipfile.ZIP_STORED):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # zipfile warns about duplicate names
+        with zipfile.ZipFile(path, "w", compression) as zf:
+            for name, data in members:
+                zf.writestr(name, data)
+    return path
+
+
+def _never_opened(monkeypatch):
+    """Make any decompression of a member fail the test: the checks come first."""
+    def refuse(*a, **k):
+        raise AssertionError("a member was opened before the archive was checked")
+    monkeypatch.setattr(zipfile.ZipFile, "open", refuse)
+
+
+def test_zip_bomb_is_refused_before_anything_is_inflated(tmp_path, monkeypatch):
+    from vkml.nn import serialization
+    limit = 8 << 20     # stands for the device's maxStorageBufferRange (128 MiB on lavapipe)
+    monkeypatch.setattr(serialization, "_device_limit", lambda: limit)
+    bomb = tmp_path / "bomb.npz"
+    n = (limit + (1 << 20)) // 8
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        with zf.open("w.npy", "w", force_zip64=True) as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (n,)})
+            zero = bytes(1 << 20)
+            for _ in range(n * 8 // len(zero)):
+                f.write(zero)
+            f.write(bytes(n * 8 % len(zero)))
+    assert bomb.stat().st_size < limit // 100        # small on disk, over the limit inflated
+    _never_opened(monkeypatch)
+    with pytest.raises(SerializationError, match=r"entry 'w' of .* inflates to .* MiB, more than this "
+                                                 r"device's largest array"):
+        load(bomb)
+
+
+def test_archive_total_is_limited_by_max_bytes(tmp_path, monkeypatch):
+    p = _archive(tmp_path / "two.npz", [("a.npy", _npy(np.zeros(100))), ("b.npy", _npy(np.zeros(100)))],
+                 zipfile.ZIP_DEFLATED)
+    assert sorted(load(p, max_bytes=None)) == ["a", "b"]
+    _never_opened(monkeypatch)
+    with pytest.raises(SerializationError, match=r"inflates to more than max_bytes=1000 bytes.*pass a "
+                                                 r"larger max_bytes"):
+        load(p, max_bytes=1000)
+
+
+def test_pickled_members_are_never_unpickled(tmp_path):
+    import os
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (os.mkdir, (str(tmp_path / "pwned"),))
+    payload = pickle.dumps(np.array([Evil()], dtype=object))
+    p = _archive(tmp_path / "evil.npz", [("a.npy", _npy(header={"descr": "|O", "fortran_order": False,
+                                                                 "shape": (1,)}, data=payload))])
+    with pytest.raises(SerializationError, match="'a' .* is a pickled .object. array; vkml never unpickles"):
+        load(p)
+    assert not (tmp_path / "pwned").exists()
+    rec = _archive(tmp_path / "rec.npz", [("r.npy", _npy(header={"descr": [("x", "<f4"), ("o", "|O")],
+                                                                  "fortran_order": False, "shape": (1,)},
+                                                          data=payload))])
+    with pytest.raises(SerializationError, match="'r' .* is a pickled .object. array"):
+        load(rec)
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("name", ["../evil.npy", "dir/a.npy", "/abs.npy", "readme.txt", "a\\b.npy", ".npy",
+                                  "a\x01.npy"])
+def test_member_names_outside_the_key_scheme_are_refused(tmp_path, name):
+    p = _archive(tmp_path / "n.npz", [("ok.npy", _npy(np.ones(2))), (name, _npy(np.ones(2)))])
+    with pytest.raises(SerializationError, match="outside the key scheme of vkml.nn.save"):
+        load(p)
+
+
+def test_duplicate_members_are_refused(tmp_path):
+    p = _archive(tmp_path / "d.npz", [("a.npy", _npy(np.ones(2))), ("a.npy", _npy(np.zeros(3)))])
+    with pytest.raises(SerializationError, match="two members named 'a.npy'"):
+        load(p)
+
+
+def test_headers_that_lie_about_their_shape_are_refused(tmp_path):
+    huge = _archive(tmp_path / "h.npz", [("a.npy", _npy(header={"descr": "<f4", "fortran_order": False,
+                                                                 "shape": (1 << 40, 1 << 20)}, data=bytes(16)))])
+    with pytest.raises(SerializationError, match=r"'a' .* claims shape \(1099511627776, 1048576\) float32 "
+                                                 r".*over the limit"):
+        load(huge)
+    short = _archive(tmp_path / "s.npz", [("a.npy", _npy(header={"descr": "<f8", "fortran_order": False,
+                                                                  "shape": (10,)}, data=bytes(16)))])
+    with pytest.raises(SerializationError, match=r"claims shape \(10,\) float64 \(80 bytes\) but holds 16 bytes"):
+        load(short)
+    garbage = _archive(tmp_path / "g.npz", [("a.npy", b"\x93NUMPY\x01\x00\x10\x00{'descr': os.system}")])
+    with pytest.raises(SerializationError, match="'a' .* has no valid .npy header"):
+        load(garbage)
+    cplx = _archive(tmp_path / "c.npz", [("a.npy", _npy(np.ones(2, np.complex64)))])
+    with pytest.raises(SerializationError, match="'a' .*complex64 is not supported on the device"):
+        load(cplx)
+
+
+def test_shapes_that_do_not_match_the_template_are_refused(tmp_path):
+    p = _archive(tmp_path / "t.npz", [("w.npy", _npy(np.ones((2, 3), np.float32)))])
+    with pytest.raises(SerializationError, match=r"key 'w' has shape \(2, 3\) float32 in the file but "
+                                                 r"\(3, 2\) float32 in the template"):
+        load(p, like={"w": vnp.zeros((3, 2))})
+
+
+def test_big_endian_and_fortran_members_load_correctly(tmp_path):
+    a = np.arange(6, dtype=">f8").reshape(2, 3)
+    b = np.array([1, -2, 70000], dtype=">i4")
+    c = np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3))
+    p = _archive(tmp_path / "be.npz", [("a.npy", _npy(a)), ("b.npy", _npy(b)), ("c.npy", _npy(c))],
+                 zipfile.ZIP_DEFLATED)
+    got = load(p)
+    assert got["a"].dtype == np.float64 and got["b"].dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got["a"]), a.astype("<f8"))
+    np.testing.assert_array_equal(np.asarray(got["b"]), [1, -2, 70000])
+    np.testing.assert_array_equal(np.asarray(got["c"]), c)
+    back = load(p, like={"a": vnp.zeros((2, 3), np.float64), "b": vnp.zeros(3, np.int32), "c": vnp.zeros((2, 3))})
+    np.testing.assert_array_equal(np.asarray(back["a"]), a)

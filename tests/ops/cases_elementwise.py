@@ -305,6 +305,30 @@ for _d in FLOATS:
     _add(OpKind.Pow, "wide", _pw, _rounded(np.power, _d), [_a.astype(_d), _b.astype(_d)], _d,
          rtol=tol(_d)[0], atol=0.0)
 
+
+
+def _int_pow_ref(x, y):
+    """NumPy's int32 power (wrapping), and the operator's value for y < 0."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.int32), np.asarray(y, np.int32))
+    with np.errstate(all="ignore"):
+        out = np.power(x, np.maximum(y, 0)).astype(np.int32)
+    neg = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 1, -1, 1), 0)).astype(np.int32)
+    return np.where(y < 0, neg, out)
+
+
+_ipw = lambda x, y: bind(OpKind.Pow, [x, y])
+_add(OpKind.Pow, "int-exact", _ipw, _int_pow_ref,
+     [RNG.integers(-12, 13, 400).astype(np.int32), RNG.integers(0, 9, 400).astype(np.int32)],
+     np.int32, exact=True)
+_add(OpKind.Pow, "int-wraps", _ipw, _int_pow_ref,
+     [RNG.integers(-2**31, 2**31 - 1, 300).astype(np.int32), RNG.integers(0, 70, 300).astype(np.int32)],
+     np.int32, exact=True)
+_add(OpKind.Pow, "int-edges", _ipw, _int_pow_ref,
+     list(_grid([0, 1, -1, 2, -2, 3, 46341, -2147483647, 31, 32, -3, -2147483648], np.int32)),
+     np.int32, exact=True)
+_add(OpKind.Pow, "int-bcast", _ipw, _int_pow_ref,
+     [RNG.integers(-5, 6, (3, 1)).astype(np.int32), np.arange(5, dtype=np.int32)], np.int32, exact=True)
+
 # --------------------------------------------------------------------------- Where
 for _d in ALL:
     _w = lambda c, x, y: bind(OpKind.Where, [c, x, y])
@@ -379,3 +403,118 @@ for _d, _params in {I32: [(10, -3, 2), (0, 0, 1), (1, 5, -1), (300, 100, -3)],
                     F64: [(7, 0.5, 0.1), (0, 0.0, 1.0), (300, -1.25, 0.01), (5, 3.0, -0.75)]}.items():
     for _n, _start, _step in _params:
         _arange_case(_n, _start, _step, _d)
+
+# --------------------------------------------------------------------------- bitwise
+# int32 over the whole range (the sign bit included) and bool as 0/1 words; shift counts
+# outside [0, 32) get NumPy's int32 answers (0, or the sign for a right shift)
+_INT_BITS = [0, 1, -1, 6, -8, 0x55555555, -0x55555556, 2147483647, -2147483648]
+_COUNTS = [0, 1, 2, 30, 31, 32, 33, 100, -1, -31, -32, -2147483648, 2147483647]
+for _op, _f in [(OpKind.BitwiseAnd, np.bitwise_and), (OpKind.BitwiseOr, np.bitwise_or),
+                (OpKind.BitwiseXor, np.bitwise_xor)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    for _nm, _sx, _sy in [("bcast-3x1x4-5x1", (3, 1, 4), (5, 1)), ("0d-left", (), (4,)),
+                          ("size0", (0, 3), (1, 3)), ("257", (257,), (257,))]:
+        _add(_op, _nm, _c, _f, [rand(_sx, I32, -2**31, 2**31 - 1), rand(_sy, I32, -2**31, 2**31 - 1)],
+             I32, exact=True)
+    _add(_op, "transposed", (lambda op: lambda x, y: bind(op, [x.T, y[::2]]))(_op),
+         (lambda f: lambda x, y: f(x.T, y[::2]))(_f),
+         [rand((4, 3), I32, -100, 100), rand((6, 4), I32, -100, 100)], I32, exact=True)
+    _add(_op, "edges", _c, _f, list(_grid(_INT_BITS, I32)), I32, exact=True)
+    _add(_op, "all-pairs", _c, _f,
+         [np.array([False, False, True, True]), np.array([False, True, False, True])], BOOL, exact=True)
+    _add(_op, "bcast", _c, _f, [rand((3, 1, 4), BOOL), rand((5, 1), BOOL)], BOOL, exact=True)
+for _op, _f in [(OpKind.ShiftLeft, np.left_shift), (OpKind.ShiftRight, np.right_shift)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    _x, _y = np.meshgrid(np.array(_INT_BITS, I32), np.array(_COUNTS, I32), indexing="ij")
+    _add(_op, "edges", _c, _f, [_x.ravel(), _y.ravel()], I32, exact=True)
+    _add(_op, "bcast-3x1x4-5x1", _c, _f, [rand((3, 1, 4), I32, -2**31, 2**31 - 1),
+                                         rand((5, 1), I32, -3, 40)], I32, exact=True)
+    _add(_op, "transposed", (lambda op: lambda x, y: bind(op, [x.T, y]))(_op),
+         (lambda f: lambda x, y: f(x.T, y))(_f), [rand((4, 3), I32, -1000, 1000), rand((3, 4), I32, 0, 31)],
+         I32, exact=True)
+    _add(_op, "size0", _c, _f, [rand((0, 2), I32), rand((2,), I32)], I32, exact=True)
+_bn = lambda x: bind(OpKind.BitwiseNot, [x])
+_add(OpKind.BitwiseNot, "edges", _bn, np.invert, [np.array(_INT_BITS, I32)], I32, exact=True)
+_add(OpKind.BitwiseNot, "transposed", lambda x: _bn(x.T), lambda x: np.invert(x.T),
+     [rand((4, 3), I32, -2**31, 2**31 - 1)], I32, exact=True)
+_add(OpKind.BitwiseNot, "size0", _bn, np.invert, [rand((0, 3), I32)], I32, exact=True)
+_add(OpKind.BitwiseNot, "values", _bn, np.invert, [np.array([True, False, True])], BOOL, exact=True)
+_add(OpKind.BitwiseNot, "strided", lambda x: _bn(x[::2]), lambda x: np.invert(x[::2]),
+     [rand((9, 3), BOOL)], BOOL, exact=True)
+
+# comparisons on bool order False < True (as NumPy)
+for _op, _f in [(OpKind.Less, np.less), (OpKind.LessEqual, np.less_equal),
+                (OpKind.Greater, np.greater), (OpKind.GreaterEqual, np.greater_equal)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    _add(_op, "all-pairs", _c, _f,
+         [np.array([False, False, True, True]), np.array([False, True, False, True])], BOOL)
+    _add(_op, "bcast-3x1x4-5x1", _c, _f, [rand((3, 1, 4), BOOL), rand((5, 1), BOOL)], BOOL)
+
+# --------------------------------------------------------------------------- IntegerPow
+# x ** n against NumPy's power: 1 and 2 exactly (one rounding, as the oracle's), longer
+# chains within a few roundings; the specials at 0, -0, +-inf and nan are C's pow (and
+# sqrt's for 0.5, which is what NumPy's power gives there)
+_IPOW_SPECIAL = [0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 0.5, -0.75, 1e10, 1e-10, INF, -INF, NAN]
+
+
+def _ipow(e):
+    return lambda x: bind(OpKind.IntegerPow, [x], exponent=e)
+
+
+def _ipow_ref(e, d):
+    return _rounded(lambda x: np.power(x, e), d)
+
+
+for _d in FLOATS:
+    for _e in (1, 2):
+        _add(OpKind.IntegerPow, f"exact-{_e}", _ipow(_e), _ipow_ref(_e, _d), [rand((300,), _d, -1e3, 1e3)],
+             _d, exact=True)
+    for _e in (0, 1, 2, 3, 4, 7, 10, 31, -1, -2, -3, -7, 0.5, 1.5, 2.5, -0.5, -1.5, -3.5):
+        _add(OpKind.IntegerPow, f"edges-{_e}", _ipow(_e), _ipow_ref(_e, _d), [_arr(_IPOW_SPECIAL, _d)], _d)
+        _add(OpKind.IntegerPow, f"random-{_e}", _ipow(_e), _ipow_ref(_e, _d), [rand((3, 1, 5), _d, -3, 3)], _d)
+    _add(OpKind.IntegerPow, "transposed", lambda x: _ipow(3)(x.T), lambda x, r=_ipow_ref(3, _d): r(x.T),
+         [rand((4, 6), _d)], _d)
+    _add(OpKind.IntegerPow, "strided-half", lambda x: _ipow(-2.5)(x[::2]),
+         lambda x, r=_ipow_ref(-2.5, _d): r(x[::2]), [rand((9, 3), _d, 0.1, 4)], _d)
+    _add(OpKind.IntegerPow, "size0", _ipow(5), _ipow_ref(5, _d), [rand((0, 3), _d)], _d)
+    _add(OpKind.IntegerPow, "0d", _ipow(-1), _ipow_ref(-1, _d), [rand((), _d, 0.5, 2)], _d)
+    # a long chain: about log2(n) squarings, each doubling the relative error (n ulp at most)
+    _add(OpKind.IntegerPow, "long-chain-100", _ipow(100), _ipow_ref(100, _d),
+         [_unif(0.5, 2.0, 500, _d)], _d, rtol=100 * np.finfo(_d).eps, atol=0.0)
+for _e in (0, 1, 2, 3, 5, 13, 31, 32):
+    # int32 wraps on overflow as NumPy's does
+    _add(OpKind.IntegerPow, f"int-{_e}", _ipow(_e), lambda x, e=_e: np.power(x, e),
+         [np.array(_INT_SPECIAL + [-2, 3, -5, 100, 65536], I32)], I32, exact=True)
+_add(OpKind.IntegerPow, "int-transposed", lambda x: _ipow(3)(x.T), lambda x: np.power(x.T, 3),
+     [rand((4, 6), I32, -1000, 1000)], I32, exact=True)
+
+# --------------------------------------------------------------------------- FloorDivide, Remainder
+# NumPy's integer division: floor, the remainder takes the divisor's sign, x // 0 and x % 0
+# are 0, INT_MIN // -1 wraps
+_DIV_INTS = [0, 1, -1, 2, -2, 3, -3, 7, -7, 2147483647, -2147483647, -2147483648]
+for _op, _f in [(OpKind.FloorDivide, np.floor_divide), (OpKind.Remainder, np.remainder)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    _ref = (lambda f: lambda x, y: _rounded(f, I32)(x, y))(_f)
+    _add(_op, "edges", _c, _ref, list(_grid(_DIV_INTS, I32)), I32, exact=True)
+    _add(_op, "bcast-3x1x4-5x1", _c, _ref, [rand((3, 1, 4), I32, -100, 100), rand((5, 1), I32, -9, 9)],
+         I32, exact=True)
+    _add(_op, "transposed", (lambda op: lambda x, y: bind(op, [x.T, y[::2]]))(_op),
+         (lambda r: lambda x, y: r(x.T, y[::2]))(_ref),
+         [rand((4, 3), I32, -2**31, 2**31 - 1), rand((6, 4), I32, -2**31, 2**31 - 1)], I32, exact=True)
+    _add(_op, "size0", _c, _ref, [rand((0, 3), I32), rand((3,), I32)], I32, exact=True)
+
+# floats: NumPy's divmod over an exact fmod (quotients up to 2^277 in float32), inf, nan and
+# the signs of zeros; the oracle is NumPy in the case's own dtype (its fmod is exact too)
+_DIV_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.1, -0.3, 2.5, 7.0, -7.0, 1e-30, 3e38, -3e38, INF, -INF, NAN]
+for _op, _f in [(OpKind.FloorDivide, np.floor_divide), (OpKind.Remainder, np.remainder)]:
+    _c = (lambda op: lambda x, y: bind(op, [x, y]))(_op)
+    for _d in FLOATS:
+        _ref = (lambda f, d: lambda x, y: _rounded(f, d)(x.astype(d), y.astype(d)))(_f, _d)
+        _add(_op, "edges", _c, _ref, list(_grid(_DIV_FLOATS, _d)), _d, exact=True)
+        _add(_op, "bcast-3x1x4-5x1", _c, _ref, [rand((3, 1, 4), _d, -20, 20), rand((5, 1), _d, -3, 3)],
+             _d, exact=True)
+        _add(_op, "transposed", (lambda op: lambda x, y: bind(op, [x.T, y[::2]]))(_op),
+             (lambda r: lambda x, y: r(x.T, y[::2]))(_ref), [rand((4, 3), _d), rand((6, 4), _d)], _d, exact=True)
+        _big = 1e30 if _d is F32 else 1e300
+        _add(_op, "wide", _c, _ref, [_logu(1e-30, _big, 500, _d), _logu(1e-30, _big, 500, _d)], _d, exact=True)
+        _add(_op, "size0", _c, _ref, [rand((0, 3), _d), rand((3,), _d)], _d, exact=True)

@@ -12,7 +12,7 @@ from vkml.vulkan.lower.index import SORT_MIN
 
 from .cases import Case, rand, tol
 
-IS, SA = OpKind.IndexSelect, OpKind.ScatterAdd
+IS, SA, CI = OpKind.IndexSelect, OpKind.ScatterAdd, OpKind.CheckIndex
 
 
 def norm_index(idx: np.ndarray, n: int) -> np.ndarray:
@@ -26,13 +26,15 @@ def index_select_ref(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
 
 
 def scatter_add_ref(src: np.ndarray, idx: np.ndarray, axis: int, size: int) -> np.ndarray:
+    """np.add.at with JAX's scatter rule: negative wraps once, out of range is dropped."""
     shape = list(src.shape)
-    shape[axis] = size
+    shape[axis] = size + 1           # one spare position collects the dropped updates
     out = np.zeros(shape, dtype=src.dtype)
     key = [slice(None)] * src.ndim
-    key[axis] = norm_index(idx, size)
+    w = np.where(np.asarray(idx, np.int64) < 0, np.asarray(idx, np.int64) + size, idx)
+    key[axis] = np.where((w < 0) | (w >= size), size, w)
     np.add.at(out, tuple(key), src)
-    return out
+    return np.take(out, np.arange(size), axis=axis)
 
 
 def _ix(*v):
@@ -58,6 +60,13 @@ def _sca(name, src, idx, axis, size, prep=lambda s, i: (s, i), exact=False):
                 lambda s, i: bind(SA, list(prep(s, i)), axis=axis, size=size),
                 lambda s, i: scatter_add_ref(*prep(s, i), axis, size),
                 [src, idx], rtol=rt, atol=at, exact=exact)
+
+
+def _chk(name, idx, size, negative=True, ignore=None):
+    """CheckIndex on in-range indices: the identity (out-of-range ones raise: test_debug)."""
+    return Case(CI, name,
+                lambda i: bind(CI, [i], size=size, negative=negative, ignore=ignore, what="t", axis=0),
+                lambda i: i, [idx], exact=True)
 
 
 _T = lambda x, i: (x.T, i)                  # noqa: E731  non-contiguous data operand
@@ -109,4 +118,13 @@ CASES = [
       for m in (SORT_MIN, 3 * SORT_MIN + 1)],
     _sca("i32-sorted-axis1", rand((2, 4 * SORT_MIN, 2), np.int32, -1000, 1000),
          rand((4 * SORT_MIN,), np.int32, -8, 8), 1, 7),
+    # ScatterAdd drops updates whose index is out of range after wrapping (both paths)
+    _sca("f32-drop-out-of-range", rand((5, 2)), _ix(3, -5, -4, 4, 0), 0, 4),
+    _sca("f32-sorted-drop", _grid((2 * SORT_MIN + 1,), np.float32),
+         rand((2 * SORT_MIN + 1,), np.int32, -9, 9), 0, 4, exact=True),
+
+    # CheckIndex: the identity on indices in range (negative ones, an ignored label)
+    _chk("i32-negative", _ix(0, -3, 2, -1), 3),
+    _chk("i32-labels-ignore", _ix(0, 4, -100, 1), 5, negative=False, ignore=-100),
+    _chk("i32-2d", rand((3, 4), np.int32, 0, 5), 6, negative=False),
 ]

@@ -110,14 +110,17 @@ for d in FLOATS:
     _add(OpKind.Prod, "magnitudes", _red(OpKind.Prod, (1,)), _np_red(OpKind.Prod, (1,)),
          [mag], d, rtol=1e-5 if d == np.float32 else 1e-12, atol=0.0)
 
-# int32 sums and products wrap like int32
-big = np.full((3, 7), 2**30, np.int32)
-_add(OpKind.Sum, "int-wraps", _red(OpKind.Sum, (1,)),
-     lambda x: np.sum(x, axis=1, dtype=np.int64).astype(np.int32), [big], np.int32)
-# any int64 wrap-around agrees with int32 wrap-around modulo 2**32
-_add(OpKind.Prod, "int-wraps", _red(OpKind.Prod, (1,)),
-     lambda x: np.prod(x, axis=1, dtype=np.int64).astype(np.int32),
-     [rand((3, 40), np.int32, 2, 9)], np.int32)
+# int32 sums and products accumulate in int64: partial results beyond int32 are exact
+# when the result fits (one that does not raises OverflowError: tests/vulkan/test_reduce.py)
+big = np.tile(np.array([2**30, 2**30, -2**30, 2**30, -2**30, -2**30, 7], np.int32), (3, 1))
+_add(OpKind.Sum, "int-partials-beyond-int32", _red(OpKind.Sum, (1,)),
+     lambda x: np.sum(x, axis=1, dtype=np.int64), [big], np.int32)
+fac = np.where(rand((3, 40), np.int32, 0, 1) > 0, 1, -1).astype(np.int32)
+fac[:, ::20] = 2**10
+fac[2, ::8] = 2**10                 # 2**50: the partial product passes 2**31 before the zero
+fac[2, 37] = 0
+_add(OpKind.Prod, "int-partials-beyond-int32", _red(OpKind.Prod, (1,)),
+     lambda x: np.prod(x, axis=1, dtype=np.int64), [fac], np.int32)
 
 # bool Max/Min are any/all
 for op in (OpKind.Max, OpKind.Min):

@@ -68,7 +68,8 @@ def _first_max(x, cells):
 def maxpool_ref(x, kernel, stride, padding, dilation):
     N, C, H, W = x.shape
     OH, OW = out_hw((H, W), kernel, stride, padding, dilation)
-    out = np.full((N, C, OH, OW), -np.inf, x.dtype)
+    low = np.iinfo(x.dtype).min if x.dtype.kind == "i" else -np.inf   # int32: INT_MIN
+    out = np.full((N, C, OH, OW), low, x.dtype)
     for n in range(N):
         for c in range(C):
             for oh, ow, cells in _windows(H, W, kernel, stride, padding, dilation):
@@ -174,6 +175,12 @@ CASES = [
     _mp("f64-strided-input", rand((1, 2, 9, 5), np.float64), _A, _HS),
     _mp("f32-size1", rand((3, 1, 1, 1)), win((1, 1))),
     _mp("f32-zero-batch", rand((0, 2, 4, 4)), _B),
+    # int32 stays int32 (exactly NumPy's max); padding never wins, even over INT_MIN itself
+    _mp("i32-overlap", rand((2, 2, 5, 5), np.int32, -1000, 1000), _B),
+    _mp("i32-extremes-with-padding", np.array([[[[-2**31, -2**31 + 1], [2**31 - 1, -2**31]]]], np.int32),
+        win((2, 2), (1, 1), (1, 1))),
+    _mp("i32-nonsquare-stride-pad-dil", rand((1, 2, 7, 6), np.int32, -50, -1), _A),
+    _mp("i32-transposed-input", _ties((2, 2, 4, 6), np.int32), _D, _HT),
 
     _mpb("f32-basic", rand((2, 3, 4, 6)), win((2, 2), (2, 2))),
     _mpb("f32-all-equal", np.ones((1, 2, 5, 5), np.float32), _B),

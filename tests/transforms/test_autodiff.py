@@ -162,6 +162,45 @@ def test_custom_vjp():
     np.testing.assert_allclose(h, s * (1 - s), rtol=1e-10)
 
 
+def _custom(bwd, fwd=None):
+    @vkml.custom_vjp
+    def f(x, p):
+        return vnp.sin(x) * p["w"]
+    f.defvjp(fwd or (lambda x, p: (f(x, p), (x, p["w"]))), bwd)
+    return f
+
+
+@pytest.mark.parametrize("bwd, err, msg", [
+    (lambda r, g: (g[:1], {"w": g.sum()}), ValueError,
+     r"custom_vjp f: bwd returned a cotangent of shape \(1,\) float64 for argument 0 of shape "
+     r"\(2,\) float64; each cotangent must have its argument's shape and dtype"),
+    (lambda r, g: (g.astype(np.float32), {"w": g.sum()}), ValueError,
+     r"shape \(2,\) float32 for argument 0 of shape \(2,\) float64"),
+    (lambda r, g: (g, {"w": g}), ValueError, r"shape \(2,\) float64 for argument 1 of shape \(\) float64"),
+    (lambda r, g: (g,), ValueError, r"custom_vjp f: bwd must return a tuple with one cotangent per "
+                                    r"argument \(2\), got a tuple of length 1"),
+    (lambda r, g: g, TypeError, r"one cotangent per argument \(2\), got Array"),
+    (lambda r, g: (g, (g.sum(),)), ValueError, r"bwd's cotangent for argument 1 has structure .* but "
+                                               r"the argument has structure"),
+    (lambda r, g: (g, {"v": g.sum()}), TypeError, "bwd's cotangent for argument 1 has structure"),
+])
+def test_custom_vjp_bwd_with_wrong_cotangents_is_refused_clearly(bwd, err, msg):
+    f = _custom(bwd)
+    x, p = f64([0.5, 1.0]), {"w": f64(2.0)}
+    with pytest.raises(err, match=msg):
+        vkml.grad(lambda x, p: f(x, p).sum())(x, p)
+
+
+def test_custom_vjp_bwd_may_return_none_for_zero_subtrees():
+    f = _custom(lambda r, g: (g * vnp.cos(r[0]) * r[1], None))
+    x, p = f64([0.5, 1.0]), {"w": f64(2.0)}
+    gx, gp = vkml.grad(lambda x, p: f(x, p).sum(), argnums=(0, 1))(x, p)
+    np.testing.assert_allclose(np.asarray(gx), 2 * np.cos([0.5, 1.0]), rtol=1e-12)
+    assert float(gp["w"]) == 0.0
+    f = _custom(lambda r, g: (None, {"w": None}))
+    assert np.all(np.asarray(vkml.grad(lambda x, p: f(x, p).sum())(x, p)) == 0)
+
+
 # ------------------------------------------------------------------ checkpoint
 
 def _chain(n, ckpt, seg=1):
@@ -257,9 +296,31 @@ def test_non_scalar_output():
         vkml.grad(lambda x: x * 2.0)(f64([1.0, 2.0, 3.0]))
 
 
-def test_op_without_rule_names_it():
-    with pytest.raises(NotImplementedError, match="Sign"):
-        vkml.grad(lambda x: (vnp.sign(x) * x).sum())(f64([1.0, -2.0]))
+def test_sign_has_a_zero_gradient_as_in_jax():
+    """jax.grad(jnp.sign)(x) == 0 everywhere, the step at 0 included."""
+    x = f64([1.5, -2.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(vkml.grad(lambda x: vnp.sign(x).sum())(x)), np.zeros(3))
+    np.testing.assert_array_equal(np.asarray(vkml.grad(lambda x: (vnp.sign(x) * x).sum())(x)),
+                                  np.sign(np.asarray(x)))
+    t = vkml.Tensor(np.array([1.5, -2.0]), requires_grad=True)
+    (vnp.sign(t) * t * t).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), 2 * np.abs([1.5, -2.0]))
+
+
+def test_op_without_rule_names_it_and_its_advice_works(monkeypatch):
+    """Every op of the registry with a float output has a rule now; an op without one
+    (Sign made rule-less here) gets a message whose advice, followed, works."""
+    import dataclasses
+    from vkml.trace.ops import SPECS, Grad, OpKind
+    monkeypatch.setitem(SPECS, OpKind.Sign, dataclasses.replace(SPECS[OpKind.Sign], grad=Grad.DISCONTINUOUS))
+    x = f64([1.0, -2.0])
+    with pytest.raises(NotImplementedError, match=r"Sign has no gradient rule .*wrap its output \(not its "
+                                                  r"input\) in vkml.stop_gradient: stop_gradient\(sign\(x\)\)"):
+        vkml.grad(lambda x: (vnp.sign(x) * x).sum())(x)
+    with pytest.raises(NotImplementedError, match="Sign"):    # the input: the walk still reaches Sign
+        vkml.grad(lambda x: (vnp.sign(vkml.stop_gradient(x)) * x).sum())(x)
+    g = vkml.grad(lambda x: (vkml.stop_gradient(vnp.sign(x)) * x).sum())(x)
+    np.testing.assert_array_equal(np.asarray(g), [1.0, -1.0])
 
 
 def test_custom_vjp_residual_no_output_reaches_and_under_jit_and_vmap():

@@ -51,6 +51,7 @@ CASES = {
     K.Tanh: (u(K.Tanh), [a(5)]),
     K.Sigmoid: (u(K.Sigmoid), [a(5)]),
     K.Abs: (u(K.Abs), [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),
+    K.Sign: (lambda x: bind(K.Sign, [x]) * x, [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),
     K.Erf: (u(K.Erf), [a(5)]),
     K.Erfc: (u(K.Erfc), [a(5)]),
     K.Relu: (u(K.Relu), [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),
@@ -67,6 +68,13 @@ CASES = {
     K.Mul: (lambda x, y: bind(K.Mul, [x, y]) * x, [a(2, 3), a(1, 3)]),
     K.Div: (b(K.Div), [a(2, 3), pos(3)]),
     K.Pow: (b(K.Pow), [pos(4), a(4)]),
+    # every kind of exponent: its rule is again an IntegerPow (down to 1 and 0)
+    K.IntegerPow: (lambda x: sum((bind(K.IntegerPow, [x], exponent=e) for e in (0, 1, 2, 3, 7, -1, -2, 0.5, 1.5, -0.5, -2.5)),
+                                 start=x * 0.0), [pos(5)]),
+    # away from the jumps: x / y stays inside one integer interval under the FD step
+    K.Remainder: (b(K.Remainder), [vnp.asarray([5.3, -3.7, 0.4, 9.1], F64), vnp.asarray([2.0, 1.5, -0.7, -2.2], F64)]),
+    K.FloorDivide: (lambda x, y: bind(K.FloorDivide, [x, y]) * x + y,
+                    [vnp.asarray([5.3, -3.7, 0.4, 9.1], F64), vnp.asarray([2.0, 1.5, -0.7, -2.2], F64)]),
     K.Maximum: (lambda x, y: bind(K.Maximum, [x, y]) * x, [a(6), a(6)]),
     K.Minimum: (lambda x, y: bind(K.Minimum, [x, y]) * y, [a(6), a(6)]),
     K.Where: (lambda x, y: bind(K.Where, [vnp.asarray([True, False, True]), x * x, y]), [a(2, 3), a(3)]),
@@ -120,4 +128,4 @@ def test_check_grads_order2(kind):
 @pytest.mark.parametrize("kind", [k for k, s in SPECS.items() if s.grad is not Grad.RULE], ids=lambda k: k.value)
 def test_ops_without_rules_raise(kind):
     """Every op without a rule is in one of the design note's groups, never a gap."""
-    assert SPECS[kind].grad in (Grad.LEAF, Grad.BOOLEAN, Grad.DISCONTINUOUS)
+    assert SPECS[kind].grad in (Grad.LEAF, Grad.BOOLEAN, Grad.DISCONTINUOUS, Grad.INTEGER)

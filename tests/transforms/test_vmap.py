@@ -109,6 +109,8 @@ CASES: dict[K, list[Case]] = {
                         name="both"),
                    Case(b(K.ScatterAdd, axis=0, size=2), [a(B, 6, dtype=I32), a(B, 6, dtype=I32, lo=-2, hi=2)],
                         name="int", exact=True)],
+    K.CheckIndex: [Case(u(K.CheckIndex, size=4, negative=True, ignore=None, what="t", axis=0),
+                        [a(B, 3, dtype=I32, lo=-4, hi=4)], exact=True)],
     K.MatMul: [Case(b(K.MatMul), [a(B, 2, 3), a(3, 4)], (0, None), name="shared-rhs"),
                Case(b(K.MatMul), [a(2, 3), a(B, 3, 4)], (None, 0), name="shared-lhs"),
                Case(b(K.MatMul), [a(B, 2, 3, dtype=F64), a(B, 3, 4, dtype=F64)], name="both"),
@@ -119,7 +121,9 @@ CASES: dict[K, list[Case]] = {
     # windows: the batch folds into N
     K.Im2Col: [Case(u(K.Im2Col, **W2), [a(B, 1, 2, 3, 3)])],
     K.Col2Im: [Case(u(K.Col2Im, output_size=(3, 3), **W2), [a(B, 2, 8, 8, dtype=F64)])],
-    K.MaxPool2d: [Case(u(K.MaxPool2d, **W2), [a(B, 1, 2, 4, 3)])],
+    K.MaxPool2d: [Case(u(K.MaxPool2d, **W2), [a(B, 1, 2, 4, 3)]),
+                  Case(u(K.MaxPool2d, **W2), [a(B, 1, 2, 4, 3, dtype=I32, lo=-9, hi=9)], name="int",
+                       exact=True)],
     K.MaxPool2dBackward: [Case(b(K.MaxPool2dBackward, **W2), [a(1, 2, 4, 3), a(B, 1, 2, 5, 2)], (None, 0)),
                           Case(b(K.MaxPool2dBackward, **W2), [a(B, 2, 1, 4, 3), a(B, 2, 1, 5, 2)])],
 }
@@ -151,6 +155,25 @@ for _k in (K.Equal, K.NotEqual, K.Less, K.LessEqual, K.Greater, K.GreaterEqual):
     CASES[_k] = [Case(b(_k), [a(B, 2, 3, dtype=I32, lo=-1, hi=1), a(3, dtype=I32, lo=-1, hi=1)],
                       (0, None), exact=True),
                  Case(b(_k), [a(2, 3), a(B, 3)], (None, 0), name="f32", exact=True)]
+CASES[K.IntegerPow] = [Case(u(K.IntegerPow, exponent=3), [a(B, 2, 3)], name="cube"),
+                       Case(u(K.IntegerPow, exponent=-1.5), [pos(2, B, dtype=F64)], in_axes=1, name="half"),
+                       Case(u(K.IntegerPow, exponent=5), [a(B, 4, dtype=I32, lo=-9, hi=9)], name="int",
+                            exact=True)]
+for _k in (K.BitwiseAnd, K.BitwiseOr, K.BitwiseXor, K.ShiftLeft, K.ShiftRight, K.FloorDivide,
+           K.Remainder):
+    CASES[_k] = [Case(b(_k), [a(B, 2, 3, dtype=I32, lo=-40, hi=40), a(3, dtype=I32, lo=-2, hi=33)],
+                      (0, None), exact=True),
+                 Case(b(_k), [a(2, 3, dtype=I32, lo=-40, hi=40), a(B, 3, dtype=I32, lo=-2, hi=33)],
+                      (None, 0), name="rhs", exact=True)]
+for _k in (K.BitwiseAnd, K.BitwiseOr, K.BitwiseXor):
+    CASES[_k].append(Case(b(_k), [a(B, 3, dtype=np.bool_), a(B, 2, 3, dtype=np.bool_)], name="bool",
+                          exact=True))
+for _k in (K.FloorDivide, K.Remainder):
+    CASES[_k].append(Case(b(_k), [a(B, 3, dtype=F64), pos(3, B, dtype=F64)], (0, 1), name="float"))
+CASES[K.BitwiseNot] = [Case(u(K.BitwiseNot), [a(B, 4, dtype=I32, lo=-9, hi=9)], exact=True),
+                       Case(u(K.BitwiseNot), [a(2, B, dtype=np.bool_)], in_axes=1, name="bool", exact=True)]
+CASES[K.Less].append(Case(b(K.Less), [a(B, 3, dtype=np.bool_), a(3, dtype=np.bool_)], (0, None),
+                          name="bool", exact=True))
 CASES[K.Where] = [
     Case(lambda c, x, y: bind(K.Where, [c, x, y]), [a(B, 3, dtype=np.bool_), a(2, 3), a(B, 1)],
          (0, None, 0), name="mixed"),

@@ -82,6 +82,8 @@ def _attrs(kind, dtype):
         return {"dtype": np.dtype(np.float32) if np.dtype(dtype) != np.float32 else np.dtype(np.int32)}
     if kind is OpKind.Gelu:
         return {"approximate": False}
+    if kind is OpKind.IntegerPow:
+        return {"exponent": 3 if np.dtype(dtype).kind == "i" else -1.5}
     return {}
 
 
@@ -171,6 +173,9 @@ def test_reduction_prologue_and_epilogue(kind, dtype, layout):
     x = _data((12, 8), dtype)
     w = _data((12, 1), dtype)
     e = _data((8,), dtype)
+    if kind is OpKind.Prod and dtype == np.int32:
+        # factors of +-1 (x * 0 + x reversed): an int32 product that does not fit raises
+        x, w = np.where(x > 0, 1, -1).astype(np.int32), np.zeros_like(w)
 
     def pro(x, w):
         if dtype == np.bool_:
@@ -551,3 +556,100 @@ def test_small_kernels_reading_only_inputs_are_scheduled_first(monkeypatch):
     X = x.astype(np.float64)
     np.testing.assert_allclose(float(got[0]), np.tanh(X @ X).sum() / np.sum(y != 3), rtol=1e-4)
     np.testing.assert_allclose(np.asarray(got[1]), np.exp(X) * 2, rtol=1e-6)
+
+
+def test_integer_pow_chains_fuse_with_their_neighbours():
+    """IntegerPow's multiplication chain is statements inside the region's function: it
+    fuses with the ops around it (and into a reduction's prologue), and a long chain counts
+    its multiplications against the code budget."""
+    x = _data((4, 8), np.float64)
+    k = _data((4, 8), np.int32)
+
+    def f(x, k):
+        a = (x ** 7 + x ** -2 - x ** 2.5 * 0.5) * (x ** 1)
+        s = vnp.sum(x ** 3, axis=1)
+        return a, s, (k ** 13) & 0xFF, k ** 0
+    got, want, lo_f, lo_u = _both(f, x, k)
+    _agree(got, want)
+    assert lo_f.kernel_count < lo_u.kernel_count
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(np.asarray(got[0]), (x ** 7 + x ** -2.0 - x ** 2.5 * 0.5) * x,
+                                   rtol=1e-13, equal_nan=True)
+        np.testing.assert_array_equal(np.asarray(got[2]), (k ** 13) & 0xFF)
+    assert ew.op_weight(OpKind.IntegerPow, np.dtype(np.float32), np.dtype(np.float32), None, 2 ** 20) > 20
+    assert ew.op_weight(OpKind.IntegerPow, np.dtype(np.float32), np.dtype(np.float32), None, 1) == 1
+
+
+# Fusion patterns, each run in float32 and float64, under the default budgets and under
+# budgets small enough that every region splits: a split turns a value into a region root
+# that other groups (a reduction's prologue, an epilogue, an inlined Sum) must then read
+# from memory. float64 code weighs more, so its regions split where float32's do not; the
+# executor once failed with KeyError there (an inlined Sum taken for a reduction kernel).
+_PATTERNS = {
+    "sums of products": lambda a, b: (vnp.sum(vnp.cos(a) * b) + vnp.sum(vnp.sin(a) * b)
+                                      + vnp.sum(vnp.cos(b) * a) + vnp.sum(vnp.sin(b) * a)),
+    "reduce prologue epilogue": lambda a, b: vnp.tanh(vnp.sum(vnp.exp(a) * b, axis=0) * 2.0 + 1.0),
+    "mean var": lambda a, b: vnp.sum((a - vnp.mean(a, axis=-1, keepdims=True)) ** 2 * b),
+    "max and sum": lambda a, b: vnp.max(vnp.sin(a), axis=0) + vnp.sum(vnp.cos(b), axis=0),
+    "softmax": lambda a, b: vnp.sum(vnp.exp(a - vnp.max(a, axis=-1, keepdims=True))
+                                    / vnp.sum(vnp.exp(a), axis=-1, keepdims=True) * b),
+    "matmul epilogue": lambda a, b: vnp.sum(vnp.tanh(a @ vnp.transpose(b) + 1.0) * vnp.sin(a @ vnp.transpose(b))),
+    "chain": lambda a, b: vnp.sin(vnp.cos(vnp.tanh(a) * b) + vnp.exp(-a * b)) / (1.0 + b * b),
+}
+
+
+@pytest.mark.parametrize("budget", ["default", "tiny"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(_PATTERNS))
+def test_fusion_patterns_in_every_float_dtype_and_budget(name, dtype, budget, monkeypatch):
+    if budget == "tiny":
+        monkeypatch.setattr(fusion, "REGION_BUDGET", 6)
+        monkeypatch.setattr(fusion, "PROLOGUE_BUDGET", 3)
+    f = _PATTERNS[name]
+    shape = (3, 4)    # a Sum of all 12 elements is inlined on CPU devices (SMALL_REDUCE)
+    a, b = _data(shape, dtype), _data(shape, dtype, positive=True)
+    got, want, _, _ = _both(f, a, b)
+    ref = np.asarray(f(vnp.asarray(a.astype(np.float64)), vnp.asarray(b.astype(np.float64))))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), **_tol(dtype))
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_higher_order_derivatives_fuse_in_float64(dtype):
+    """Third derivatives and vmapped fifth ones: graphs of many small fused reductions."""
+    import vkml.nn.functional as F
+    x = vnp.asarray(np.array([0.3, 0.7, 1.1], dtype))
+    f = lambda x: vnp.sum(F.gelu(vnp.sin(x) * x))
+    h3 = vkml.jacrev(vkml.jacrev(vkml.jacrev(f)))(x)
+    h3f = vkml.jacfwd(vkml.jacfwd(vkml.jacfwd(f)))(x)
+    np.testing.assert_allclose(np.asarray(h3), np.asarray(h3f), **_tol(dtype))
+    w = vnp.asarray(np.array([[0.7]], dtype))
+    h = lambda x: vnp.sum(vnp.sqrt(1 / x) * w)
+    for _ in range(5):
+        h = vkml.jacrev(h)
+    got = np.asarray(vkml.vmap(h)(vnp.asarray(np.array([[[2.0]]], dtype)))).ravel()[0]
+    # d^5/dx^5 of 0.7 * x^-1/2 = 0.7 * (-1/2)(-3/2)(-5/2)(-7/2)(-9/2) x^-11/2
+    want = 0.7 * (-0.5 * -1.5 * -2.5 * -3.5 * -4.5) * 2.0 ** -5.5
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-11)
+
+
+def test_grad_of_unrolled_lstm_in_float64():
+    """An unrolled LSTM's gradient (many small fused reductions per step) at T = 12."""
+    T, H, I = 12, 4, 3
+    rng = np.random.default_rng(0)
+    W0, xs = rng.standard_normal((I + H, 4 * H)) * 0.3, vnp.asarray(rng.standard_normal((T, 2, I)))
+    sig = vkml.nn.functional.sigmoid
+
+    def loss(W):
+        h = c = vnp.zeros((2, H), np.float64)
+        for t in range(T):
+            z = vnp.concatenate([xs[t], h], axis=1) @ W
+            c = sig(z[:, H:2 * H]) * c + sig(z[:, :H]) * vnp.tanh(z[:, 2 * H:3 * H])
+            h = sig(z[:, 3 * H:]) * vnp.tanh(c)
+        return vnp.sum(h ** 2)
+
+    g = np.asarray(vkml.grad(loss)(vnp.asarray(W0)))
+    v, eps = rng.standard_normal(W0.shape), 1e-6
+    fd = (float(loss(vnp.asarray(W0 + eps * v))) - float(loss(vnp.asarray(W0 - eps * v)))) / (2 * eps)
+    np.testing.assert_allclose(np.vdot(g, v), fd, rtol=1e-7, atol=1e-9)

@@ -11,6 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
+import vkml
 import vkml.numpy as vnp
 from vkml.array import bind
 from vkml.trace.ops import OpKind
@@ -145,19 +146,74 @@ def test_prod_mixed_magnitudes_never_overflows_partially(layout):
     assert r == 0.0 and np.signbit(r)
 
 
-def test_int32_sum_and_prod_wrap(layout):
-    x = np.full(100003, 3, np.int32)
-    assert int(_run(OpKind.Sum, x, axes=(0,), keepdims=False)) == 300009
-    big = np.full((2, 5000), 2**20 + 7, np.int32)
-    got = _run(OpKind.Sum, big, axes=(1,), keepdims=False)
-    np.testing.assert_array_equal(got, big.astype(np.int64).sum(1).astype(np.int32))
+INT_REDUCE_SHAPES = [((100003,), (0,)), ((2, 5000), (1,)), ((5000, 3), (0,)), ((7, 300, 5), (1,)),
+                     ((1 << 20,), (0,)), ((16,), (0,))]
+
+
+@pytest.mark.parametrize("shape,axes", INT_REDUCE_SHAPES, ids=str)
+def test_int32_sum_exact_with_partials_beyond_int32(layout, shape, axes):
+    """Every split and pass layout: partial sums far past int32 (+-2^30 alternating in
+    runs), results that fit, exact; a result that does not fit raises, never wraps."""
+    n = int(np.prod([shape[a] for a in axes]))
+    run = np.where(np.arange(n) // max(n // 8, 1) % 2 == 0, 2**30, -2**30)
+    x = np.moveaxis(np.broadcast_to(run, [d for i, d in enumerate(shape) if i not in axes] + [n]),
+                    -1, axes[0]).reshape(shape).astype(np.int32).copy()
+    x.reshape(-1)[-1] = 12345
+    want = x.astype(np.int64).sum(axis=axes)
+    if np.abs(want).max() <= 2**31 - 1:
+        np.testing.assert_array_equal(_run(OpKind.Sum, x, axes=axes, keepdims=False), want)
+    y = np.full(shape, 2**16 + 3, np.int32)          # 70000 x 65539 > 2^31 where n is large
+    want = y.astype(np.int64).sum(axis=axes)
+    if want.max() > 2**31 - 1:
+        with pytest.raises(OverflowError, match=r"Sum: .*shape \(.*does not fit int32.*float64"):
+            _run(OpKind.Sum, y, axes=axes, keepdims=False)
+    else:
+        np.testing.assert_array_equal(_run(OpKind.Sum, y, axes=axes, keepdims=False), want)
+
+
+def test_int32_sum_issue_example_raises():
+    """vkml issue 14: 70,000 copies of 65,536 summed to 292552704 (wrapped)."""
+    x = vnp.full((70000,), 65536, dtype="int32")
+    with pytest.raises(OverflowError, match=r"Sum: .*\(70000,\) does not fit int32"):
+        vnp.sum(x)
+    assert float(vnp.sum(x.astype("float64"))) == 4587520000.0
+    # fused into a jitted program (the reduction reads x * 2 - x through a prologue)
+    f = vkml.jit(lambda x: vnp.sum(x * 2 - x))
+    with pytest.raises(OverflowError, match="Sum"):
+        f(x)
+    assert int(f(vnp.full((70000,), 3, dtype="int32"))) == 210000   # the same program, fits
+
+
+def test_int32_prod_exact_or_raises(layout):
     p = RNG.integers(-9, 10, size=4099).astype(np.int32)
-    # the product modulo 2**32, computed exactly with Python ints
-    acc = 1
-    for v in p.tolist():
-        acc = (acc * v) % (1 << 32)
-    want = np.array(acc, np.uint32).view(np.int32)
-    assert int(_run(OpKind.Prod, p, axes=(0,), keepdims=False)) == int(want)
+    with pytest.raises(OverflowError, match="Prod: .*does not fit int32"):
+        _run(OpKind.Prod, np.abs(p) + 2, axes=(0,), keepdims=False)
+    # partial products far past int32 (even past int64), then a zero: exactly 0
+    q = np.full(4099, 9, np.int32)
+    q[4000] = 0
+    assert int(_run(OpKind.Prod, q, axes=(0,), keepdims=False)) == 0
+    # signs and a result of exactly -2^31 (the int32 minimum fits)
+    r = np.ones(3000, np.int32)
+    r[::1000] = [-2**10, 2**10, 2**11]
+    assert int(_run(OpKind.Prod, r, axes=(0,), keepdims=False)) == -2**31
+    r[0] = 2**10
+    with pytest.raises(OverflowError):
+        _run(OpKind.Prod, r, axes=(0,), keepdims=False)
+
+
+@pytest.mark.parametrize("shape,axis", [((16,), 0), ((200000,), 0), ((3, 5000), 1), ((5000, 3), 0),
+                                        ((2, 70001, 3), 1)], ids=str)
+def test_int32_cumsum_exact_or_raises(layout, shape, axis):
+    n = shape[axis]
+    step = np.where(np.arange(n) % 2 == 0, 2**30, -2**30)     # running sums stay in int32
+    x = np.broadcast_to(step.reshape([-1 if i == axis else 1 for i in range(len(shape))]),
+                        shape).astype(np.int32).copy()
+    np.testing.assert_array_equal(np.asarray(vnp.cumsum(vnp.asarray(x), axis=axis)),
+                                  np.cumsum(x, axis=axis, dtype=np.int64))
+    x.reshape(-1)[-1] = 2**30                 # the last running sum reaches 2^31
+    if n % 2 == 0:
+        with pytest.raises(OverflowError, match=r"Cumsum: .*does not fit int32"):
+            vnp.cumsum(vnp.asarray(x), axis=axis)
 
 
 @pytest.mark.parametrize("op", [OpKind.ArgMax, OpKind.ArgMin], ids=lambda o: o.value)
@@ -216,9 +272,9 @@ def test_cumsum_long_rows_accuracy(layout):
     np.testing.assert_allclose(np.asarray(vnp.cumsum(vnp.asarray(y), axis=0)),
                                np.cumsum(y.astype(np.float64), axis=0), rtol=1e-4, atol=1e-4)
     z = RNG.integers(-1000, 1000, size=(2, 70001, 3)).astype(np.int32)
-    z[0, 0, 0] = 2**31 - 1            # wraps like int32
+    z[0, 0, 0] = 2**31 - 2**24        # near the int32 limit, running sums stay inside
     np.testing.assert_array_equal(np.asarray(vnp.cumsum(vnp.asarray(z), axis=1)),
-                                  np.cumsum(z, axis=1, dtype=np.int64).astype(np.int32))
+                                  np.cumsum(z, axis=1, dtype=np.int64))
 
 
 @pytest.mark.parametrize("op", [OpKind.Softmax, OpKind.LogSoftmax], ids=lambda o: o.value)

@@ -19,38 +19,17 @@ optimiser updates a model like any pytree, while the same object also answers
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from ..array import Array
-from ..tree_util import register_pytree_node, tree_flatten, tree_leaves, tree_unflatten
+from ..tree_util import register_pytree_node, tree_flatten, tree_unflatten
 
 # names the fields held as children when the module was rebuilt by tree_unflatten, so a
 # tree whose leaves are not arrays (a mask of bools, say) keeps the model's structure
 _CHILDREN = "_vk_children"
-# a weak reference from a rebuilt module to the module it was flattened from
-_ORIGIN = "_vk_origin"
-_PRIVATE = (_CHILDREN, _ORIGIN)
-
-
-class _Origin:
-    """Carries the flattened module through the treedef to its rebuilt copy. Every _Origin
-    equals every other, so it never splits a treedef comparison or a cache key."""
-    __slots__ = ("ref",)
-
-    def __init__(self, m: "Module"):
-        self.ref = weakref.ref(m)
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, _Origin)
-
-    def __hash__(self) -> int:
-        return 0
-
-    def __repr__(self) -> str:
-        return "_Origin"
+_PRIVATE = (_CHILDREN,)
 
 
 def _is_dynamic(v: Any) -> bool:
@@ -75,7 +54,7 @@ def _flatten(m: "Module"):
     f = _fields(m)
     children = [v for _, dyn, v in f if dyn]
     aux = (tuple(k for k, _, _ in f), tuple(d for _, d, _ in f),
-           tuple(None if d else v for _, d, v in f), _Origin(m))
+           tuple(None if d else v for _, d, v in f))
     return children, aux
 
 
@@ -87,7 +66,6 @@ def _unflattener(cls: type) -> Callable:
         for name, dyn, static in zip(*aux[:3]):
             d[name] = next(it) if dyn else static
         d[_CHILDREN] = tuple(n for n, dyn in zip(aux[0], aux[1]) if dyn)
-        d[_ORIGIN] = aux[3].ref
         return obj
     return unflatten
 
@@ -195,22 +173,6 @@ class Module:
         flags = [not buf for _, _, buf in self._named_leaves()]
         assert len(flags) == len(leaves), "Module traversal disagrees with its pytree flattening"
         return tree_unflatten(td, flags)
-
-    def _state_owner(self) -> "Module":
-        """The module a traced state update (BatchNorm's running statistics) belongs to.
-
-        A transform calls the function on a copy of each module argument, rebuilt around
-        traced arrays (and nested transforms copy the copy); following each copy back to
-        the module it was flattened from, up to the first with concrete arrays, finds the
-        object the user passed in. A module with no such source is its own owner."""
-        m = self
-        while any(getattr(v, "_trace", None) is not None for v in tree_leaves(m)):
-            ref = m.__dict__.get(_ORIGIN)
-            src = ref() if ref is not None else None
-            if src is None or src is m:
-                break
-            m = src
-        return m
 
     # ------------------------------------------------------------------ PyTorch face
     def train(self, mode: bool = True) -> "Module":

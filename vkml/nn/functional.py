@@ -156,7 +156,9 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
     1000.693
     """
     x = _float(x, "logsumexp")
-    axes = normalize_axes("logsumexp", axis, x.ndim)
+    axes = normalize_axes("logsumexp", axis, x.ndim, scalar_0d=True)   # as sum
+    if vnp._reduced_size(x, axes) == 0:     # over no elements: log(0) = -inf, as scipy, torch
+        return vnp.log(vnp.sum(vnp.exp(x), axis=axes, keepdims=keepdims))
     m = stop_gradient(vnp.max(x, axis=axes, keepdims=True))
     m = vnp.where(vnp.isfinite(m), m, 0.0)
     out = vnp.log(vnp.sum(vnp.exp(x - m), axis=axes, keepdims=True)) + m
@@ -168,15 +170,23 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
 
 def one_hot(labels: Any, num_classes: int, dtype=dt.float32) -> Array:
     """labels (integers) to one-hot vectors along a new last axis; out-of-range labels
-    (including negative ones) give all-zero rows.
+    (including negative ones) give all-zero rows. num_classes must be a positive int
+    (ValueError otherwise, as jax.nn.one_hot; PyTorch's -1 for "infer" is not supported).
 
     >>> one_hot(vnp.asarray([0, 2]), 3).numpy().tolist()
     [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
     """
+    if isinstance(num_classes, bool) or not hasattr(num_classes, "__index__"):
+        raise TypeError(f"one_hot: num_classes must be an int, got {num_classes!r}")
+    if num_classes.__index__() < 1:
+        # as jax.nn.one_hot; PyTorch's -1 (infer from the labels) would need the labels'
+        # values on the host, which a traced call does not have
+        raise ValueError(f"one_hot: num_classes must be a positive int, got {num_classes} "
+                         f"(pass the number of classes explicitly)")
     labels = vnp.asarray(labels)
     if labels.dtype not in (dt.int32, dt.bool_):
         raise DTypeError(f"one_hot: labels must be integers, got {labels.dtype}")
-    classes = vnp.arange(int(num_classes))
+    classes = vnp.arange(num_classes.__index__())
     return vnp.equal(vnp.expand_dims(labels.astype(dt.int32), -1), classes).astype(dtype)
 
 
@@ -195,7 +205,13 @@ def _class_last(name: str, logits: Any) -> tuple[Array, int]:
 
 def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean", ignore_index: int = -100) -> Array:
     """Negative log-likelihood of integer labels under log-probabilities (class axis 1, or 0
-    for a single unbatched example); as cross_entropy without the log_softmax."""
+    for a single unbatched example); as cross_entropy without the log_softmax (labels
+    checked in the same way).
+
+    >>> lp = vnp.log(vnp.asarray([[0.5, 0.5]]))
+    >>> round(float(nll_loss(lp, vnp.asarray([1]))), 4)
+    0.6931
+    """
     lp = _float(log_probs, "nll_loss")
     shown = lp.shape
     if lp.ndim == 0:
@@ -226,6 +242,8 @@ def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ign
     if labels.shape != want:
         raise ShapeError(f"{name}: labels of shape {labels.shape} do not match logits of shape "
                          f"{shown}; expected labels of shape {want} (one class index per example)")
+    from ..debug import check_index
+    labels = check_index(name, labels, C, None, negative=False, ignore=int(ignore_index))
     hit = vnp.equal(vnp.expand_dims(labels, -1), vnp.arange(C))
     loss = -vnp.sum(vnp.where(hit, logp, 0.0), axis=-1)
     if smoothing:
@@ -242,9 +260,10 @@ def cross_entropy(logits: Any, labels: Any, reduction: str = "mean", label_smoot
     logits: (N, C), (C,) or (N, C, d1, ...) (class axis 1). labels: int32 class indices of
     shape (N,), () or (N, d1, ...), or float class probabilities of the logits' shape.
     label_smoothing mixes the target with the uniform distribution; labels equal to
-    ignore_index contribute nothing, and "mean" averages over the others. Other labels
-    outside [0, C) are not checked (that would need a device readback): they select no
-    class and contribute only the smoothing term.
+    ignore_index contribute nothing, and "mean" averages over the others. A concrete label
+    outside [0, C) (other than ignore_index) raises IndexError, as PyTorch does; a traced
+    one (jit, grad, vmap) selects no class and contributes only the smoothing term, unless
+    `vkml.debug.checks` is on (then the device checks it).
 
     >>> logits = vnp.asarray([[2.0, 0.0], [0.0, 2.0]])
     >>> round(float(cross_entropy(logits, vnp.asarray([0, 1]))), 4)
@@ -292,20 +311,27 @@ def linear(x: Any, w: Any, b: Any = None) -> Array:
     return y
 
 
+def _check_padding_string(name: str, padding: str, stride: tuple) -> None:
+    """PyTorch's construction-time checks of a padding string (its messages)."""
+    if padding not in ("valid", "same"):
+        raise ValueError(f"{name}: Invalid padding string {padding!r}, should be one of "
+                         f"{{'valid', 'same'}} (or pass an int or a pair of ints)")
+    if padding == "same" and stride != (1, 1):
+        raise ValueError(f"{name}: padding='same' is not supported for strided convolutions "
+                         f"(stride {stride}); pad explicitly with an int or a pair")
+
+
 def _conv_padding(name: str, padding: Any, k: tuple, dil: tuple, stride: tuple):
     """((lo_h, hi_h), (lo_w, hi_w)) from an int, a pair, 'valid' or 'same'."""
     if isinstance(padding, str):
+        _check_padding_string(name, padding, stride)
         if padding == "valid":
             return ((0, 0), (0, 0))
-        if padding == "same":
-            if stride != (1, 1):
-                raise ValueError(f"{name}: padding='same' needs stride 1, got stride {stride}")
-            out = []
-            for kk, d in zip(k, dil):
-                total = d * (kk - 1)
-                out.append((total // 2, total - total // 2))
-            return tuple(out)
-        raise ValueError(f"{name}: padding {padding!r} must be an int, a pair, 'valid' or 'same'")
+        out = []
+        for kk, d in zip(k, dil):
+            total = d * (kk - 1)
+            out.append((total // 2, total - total // 2))
+        return tuple(out)
     p = _pair(name, "padding", padding, 0)
     return ((p[0], p[0]), (p[1], p[1]))
 
@@ -329,6 +355,8 @@ def conv2d(x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0, dil
         raise ValueError(f"conv2d: groups {groups!r} must be a positive int")
     N, C, H, W = x.shape
     O, Cg, kh, kw = w.shape
+    if kh < 1 or kw < 1:
+        raise ShapeError(f"conv2d: weight {w.shape} has an empty kernel; kh and kw must be >= 1")
     if C % groups or O % groups or Cg != C // groups:
         raise ShapeError(f"conv2d: input {x.shape} with weight {w.shape} and groups={groups}: "
                          f"need C % groups == 0, O % groups == 0 and weight.shape[1] == C // groups "
@@ -378,7 +406,9 @@ def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, d
     """
     if ceil_mode:
         raise NotImplementedError("max_pool2d: ceil_mode=True is not supported; pad the input")
-    x, unbatched = _batched4("max_pool2d", _float(x, "max_pool2d"))
+    x = vnp.asarray(x)
+    # the max of integers is an integer: int32 (and bool, as int32) keep an integer dtype
+    x, unbatched = _batched4("max_pool2d", x.astype(dt.int32) if x.dtype == dt.bool_ else x)
     k, st, p, d = _pool_args("max_pool2d", kernel_size, stride, padding, dilation)
     y = bind(OpKind.MaxPool2d, [x], kernel=k, stride=st, padding=p, dilation=d)
     return y[0] if unbatched else y
@@ -533,8 +563,9 @@ def dropout(x: Any, p: float = 0.5, key: Any = None, training: bool = True) -> A
 
 def embedding(ids: Any, weight: Any) -> Array:
     """Rows of weight (num_embeddings, dim) picked by integer ids of any shape: the result
-    has shape ids.shape + (dim,). Negative ids count from the end and out-of-range ids
-    are clamped (the IndexSelect convention), not checked.
+    has shape ids.shape + (dim,). Negative ids count from the end. A concrete id out of
+    range raises IndexError; a traced one (jit, grad, vmap) is clamped, as in JAX, unless
+    `vkml.debug.checks` is on (then the device checks it).
 
     >>> embedding(vnp.asarray([[0, 1]]), vnp.ones((3, 4))).shape
     (1, 2, 4)
@@ -544,4 +575,4 @@ def embedding(ids: Any, weight: Any) -> Array:
         raise DTypeError(f"embedding: ids must be integers, got {ids.dtype}")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be (num_embeddings, embedding_dim), got {weight.shape}")
-    return vnp.take(weight, ids.astype(dt.int32), axis=0)
+    return vnp.take(weight, ids.astype(dt.int32), axis=0, _what="embedding")

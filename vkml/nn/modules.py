@@ -17,7 +17,6 @@ from typing import Any, Callable, Sequence
 
 from .. import numpy as vnp
 from .. import random as vr
-from .. import state
 from ..array import Array
 from ..trace import dtypes as dt
 from ..trace.shapes import ShapeError
@@ -38,15 +37,18 @@ def _param(a: Array) -> Array:
 
 
 def _assign(module: Module, name: str, value: Array) -> None:
-    """Set module state (BatchNorm's running statistics).
+    """Set module state (BatchNorm's running statistics) on the module being called.
 
-    Eagerly this is a plain assignment. Inside a transform, `module` is the transform's
-    traced copy: the copy gets the traced value (so later reads in the same forward pass
-    see it), and vkml.state.assign makes the transform write the concrete result back to
-    the module the user passed in (Module._state_owner) when it returns."""
-    object.__setattr__(module, name, value)
-    if getattr(value, "_trace", None) is not None:
-        state.assign(module._state_owner(), name, value)
+    Eagerly that is the user's module, updated in place as PyTorch does. Inside a
+    transform it is the transform's traced copy of a module argument: the copy gets the
+    traced value (later reads in the same forward pass see it, and a function that returns
+    the module returns the new state), while the module the user passed in is left as it
+    was, since a transformed function is pure. A module the transformed function closes
+    over instead (whose state is concrete or another trace's) keeps its state: storing a
+    value of this trace there would leak a tracer out of the transform."""
+    t = getattr(value, "_trace", None)
+    if t is None or getattr(getattr(module, name), "_trace", None) is t:
+        object.__setattr__(module, name, value)
 
 
 def _key(key: Any) -> Array:
@@ -110,14 +112,19 @@ class Conv2d(Module):
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True, *,
                  key: Any = None, dtype=dt.float32):
         k = F._pair("Conv2d", "kernel_size", kernel_size, 1)
-        if not isinstance(groups, int) or groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: groups={groups!r} must be a positive int dividing "
-                             f"in_channels={in_channels} and out_channels={out_channels}")
         self.in_channels = _positive("Conv2d", "in_channels", in_channels)
         self.out_channels = _positive("Conv2d", "out_channels", out_channels)
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or \
+                in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv2d: groups={groups!r} must be a positive int dividing "
+                             f"in_channels={in_channels} and out_channels={out_channels}")
         self.kernel_size = k
         self.stride = F._pair("Conv2d", "stride", stride, 1)
-        self.padding = padding if isinstance(padding, str) else F._pair("Conv2d", "padding", padding, 0)
+        if isinstance(padding, str):    # checked here, as PyTorch does, not at the first call
+            F._check_padding_string("Conv2d", padding, self.stride)
+            self.padding = padding
+        else:
+            self.padding = F._pair("Conv2d", "padding", padding, 0)
         self.dilation = F._pair("Conv2d", "dilation", dilation, 1)
         self.groups = groups
         fan_in = in_channels // groups * k[0] * k[1]
@@ -154,6 +161,12 @@ class BatchNorm2d(Module):
     In train mode it normalises with the batch statistics and updates running_mean /
     running_var (PyTorch's momentum, unbiased variance) without a gradient path; in eval
     mode it uses the running statistics. weight starts at ones, bias at zeros.
+
+    Called eagerly, the module is updated in place, as in PyTorch. Under a transform
+    (jit, grad, vmap, ...) the function is pure: the model passed in keeps its statistics,
+    and the new ones are in the model the function returns, e.g.
+    `vkml.value_and_grad(lambda m: (loss(m(x)), m), has_aux=True)(model)` gives
+    ((loss, model with new statistics), gradients).
 
     >>> bn = BatchNorm2d(3)
     >>> bn(vnp.ones((2, 3, 4, 4))).shape
@@ -220,6 +233,7 @@ class MaxPool2d(Module):
         self.stride = self.kernel_size if stride is None else F._pair("MaxPool2d", "stride", stride, 1)
         self.padding = F._pair("MaxPool2d", "padding", padding, 0)
         self.dilation = F._pair("MaxPool2d", "dilation", dilation, 1)
+        F._pool_args("MaxPool2d", self.kernel_size, self.stride, self.padding, self.dilation)
 
     def forward(self, x: Any) -> Array:
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
@@ -237,6 +251,7 @@ class AvgPool2d(Module):
         self.kernel_size = F._pair("AvgPool2d", "kernel_size", kernel_size, 1)
         self.stride = self.kernel_size if stride is None else F._pair("AvgPool2d", "stride", stride, 1)
         self.padding = F._pair("AvgPool2d", "padding", padding, 0)
+        F._pool_args("AvgPool2d", self.kernel_size, self.stride, self.padding)
         self.count_include_pad = bool(count_include_pad)
 
     def forward(self, x: Any) -> Array:
@@ -253,6 +268,8 @@ class Dropout(Module):
     """
 
     def __init__(self, p: float = 0.5):
+        if isinstance(p, bool) or not isinstance(p, (int, float)):
+            raise TypeError(f"Dropout: probability p must be a float in [0, 1], got {p!r}")
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: probability p={p} must be in [0, 1]")
         self.p = float(p)
@@ -273,6 +290,9 @@ class Flatten(Module):
     """
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        for what, v in (("start_dim", start_dim), ("end_dim", end_dim)):
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
+                raise TypeError(f"Flatten: {what} must be an int, got {v!r}")
         self.start_dim, self.end_dim = int(start_dim), int(end_dim)
 
     def forward(self, x: Any) -> Array:

@@ -27,7 +27,7 @@ from ..tree_util import tree_flatten, tree_unflatten
 from .base import Module, _fields
 from . import modules as _modules
 
-__all__ = ["save", "load", "tree_paths", "SerializationError"]
+__all__ = ["save", "load", "tree_paths", "SerializationError", "MAX_BYTES"]
 
 _ROOT = "<root>"   # the key of a tree that is a single leaf
 
@@ -116,28 +116,112 @@ def save(path: str | os.PathLike, tree: Any) -> None:
         raise
 
 
-def _read(path: str) -> dict[str, np.ndarray]:
+# the most bytes load() inflates from one file unless told otherwise (max_bytes)
+MAX_BYTES = 4 << 30
+_NPY_MAGIC = b"\x93NUMPY"
+_HEADER_MAX = 10016   # magic, version, length and the 10,000 bytes numpy reads of a header
+
+
+def _device_limit() -> int:
+    """The largest array the device holds in one binding (the allocator's size error)."""
+    from ..vulkan import runtime
+    return runtime.get().dev.max_storage_buffer_range
+
+
+def _check_name(path: str, name: str) -> str:
+    """The key of a member named as save writes them (`<key>.npy`), refusing anything
+    else: folders, path separators and control characters have no place in a key."""
+    key = name[:-4] if name.endswith(".npy") else None
+    if not key or any(c in key for c in "/\\") or any(ord(c) < 32 for c in key):
+        raise SerializationError(f"load: {path!r} has a member named {name!r}, outside the key "
+                                 f"scheme of vkml.nn.save ('<dotted.key>.npy', no folders)")
+    return key
+
+
+def _member_header(path: str, key: str, fp, size: int, limit: int) -> tuple:
+    """(shape, fortran_order, dtype) from a member's .npy header, checked before any data
+    is read: a plain (never pickled) dtype the device has, and a shape whose bytes are
+    exactly those the member holds and within the limit."""
     try:
-        npz = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise SerializationError(f"load: {path!r} is not a readable .npz file ({e})") from None
-    if not isinstance(npz, np.lib.npyio.NpzFile):
+        version = np.lib.format.read_magic(fp)
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read(fp, max_header_size=_HEADER_MAX - 16)
+    except Exception as e:    # numpy's parser raises ValueError, SyntaxError, TokenError, ...
+        raise SerializationError(f"load: entry {key!r} of {path!r} has no valid .npy header "
+                                 f"({e})") from None
+    if dtype.hasobject:
+        raise SerializationError(f"load: entry {key!r} of {path!r} is a pickled (object) array; "
+                                 f"vkml never unpickles, save plain arrays")
+    try:
+        dt.canonical(dtype.newbyteorder("="), "load")
+    except TypeError as e:
+        raise SerializationError(f"load: entry {key!r} of {path!r}: {e}") from None
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if nbytes > limit:
+        raise SerializationError(f"load: entry {key!r} of {path!r} claims shape {shape} {dtype} "
+                                 f"({nbytes / 2**20:.1f} MiB), over the limit of "
+                                 f"{limit / 2**20:.0f} MiB")
+    if fp.tell() + nbytes != size:
+        raise SerializationError(f"load: entry {key!r} of {path!r} claims shape {shape} {dtype} "
+                                 f"({nbytes} bytes) but holds {size - fp.tell()} bytes of data")
+    return shape, fortran, dtype
+
+
+def _read(path: str, max_bytes: int | None) -> dict[str, np.ndarray]:
+    """The arrays of an .npz archive, every size checked before it is inflated.
+
+    The declared uncompressed size of each member (which zipfile never reads past) must
+    fit the device's one-array limit and their total max_bytes, so a small file that
+    inflates to gigabytes (a zip bomb) is refused before anything is decompressed; each
+    member's .npy header is then checked before its data is read (no pickles, a shape
+    that matches the data), and big-endian arrays are converted to native order."""
+    with open(path, "rb") as f:      # FileNotFoundError and the like pass through as such
+        head = f.read(len(_NPY_MAGIC))
+    if head == _NPY_MAGIC:
         raise SerializationError(f"load: {path!r} holds a single .npy array, not an .npz archive "
                                  f"of named arrays (write it with vkml.nn.save)")
-    out = {}
-    with npz:
-        for k in npz.files:
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise SerializationError(f"load: {path!r} is not a readable .npz file ({e})") from None
+    with zf:
+        infos = zf.infolist()
+        one = _device_limit()
+        total = 0
+        keys: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            key = _check_name(path, info.filename)
+            if key in keys:
+                raise SerializationError(f"load: {path!r} has two members named {info.filename!r}")
+            keys[key] = info
+            total += info.file_size
+            if info.file_size > one + _HEADER_MAX:
+                raise SerializationError(
+                    f"load: entry {key!r} of {path!r} inflates to {info.file_size / 2**20:.1f} MiB, "
+                    f"more than this device's largest array ({one / 2**20:.0f} MiB)")
+            if max_bytes is not None and total > max_bytes:
+                raise SerializationError(
+                    f"load: {path!r} inflates to more than max_bytes={max_bytes} bytes "
+                    f"({total / 2**20:.1f} MiB declared so far); pass a larger max_bytes to "
+                    f"load it")
+        out = {}
+        for key, info in keys.items():
             try:
-                out[k] = npz[k]
-            except ValueError as e:
-                if "pickle" in str(e):
-                    raise SerializationError(f"load: entry {k!r} of {path!r} is a pickled (object) "
-                                             f"array; vkml never unpickles, save plain arrays") from None
-                raise SerializationError(f"load: entry {k!r} of {path!r} is corrupted ({e})") from None
-            except (OSError, zipfile.BadZipFile, EOFError) as e:
-                raise SerializationError(f"load: entry {k!r} of {path!r} is corrupted ({e})") from None
+                with zf.open(info) as fp:
+                    shape, fortran, dtype = _member_header(path, key, fp, info.file_size, one)
+                with zf.open(info) as fp:
+                    a = np.lib.format.read_array(fp, allow_pickle=False)
+            except SerializationError:
+                raise
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError,
+                    RuntimeError) as e:
+                raise SerializationError(f"load: entry {key!r} of {path!r} is corrupted ({e})") from None
+            if a.shape != shape or a.dtype != dtype:
+                raise SerializationError(f"load: entry {key!r} of {path!r} is corrupted")
+            if not a.dtype.isnative:
+                a = a.astype(a.dtype.newbyteorder("="))
+            out[key] = a
     return out
 
 
@@ -163,13 +247,20 @@ def check_entry(where: str, key: str, value: Any, template: Any) -> Array:
     return got
 
 
-def load(path: str | os.PathLike, like: Any = None) -> Any:
+def load(path: str | os.PathLike, like: Any = None, *, max_bytes: int | None = MAX_BYTES) -> Any:
     """Read an `.npz` written by save (never unpickling).
 
     Without `like`: a dict {dotted path: Array} in file order. With `like` (a template
     pytree, e.g. a freshly built model): the template's structure with the loaded arrays
     as leaves, after checking that the keys match exactly and each shape and dtype agrees;
     errors name the key and both shapes.
+
+    A malformed or hostile file (not a zip, truncated, pickled or unsupported dtypes,
+    members outside the `<key>.npy` scheme or named twice, a header whose shape does not
+    match its data) raises SerializationError (a ValueError) before anything runs or is
+    allocated. The archive may inflate to max_bytes in all (MAX_BYTES, 4 GiB, by default;
+    None for no limit), each array to the device's largest binding; both are checked
+    against the sizes the archive declares, before any member is decompressed.
 
     >>> import tempfile, os, vkml.numpy as vnp
     >>> p = os.path.join(tempfile.mkdtemp(), "t.npz")
@@ -178,7 +269,7 @@ def load(path: str | os.PathLike, like: Any = None) -> Any:
     [1.0, 1.0]
     """
     path = os.fspath(path)
-    data = _read(path)
+    data = _read(path, max_bytes)
     if like is None:
         return {k: vnp.asarray(v) for k, v in data.items()}
     paths = tree_paths(like)

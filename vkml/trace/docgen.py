@@ -19,6 +19,7 @@ _GROUP = {
     Grad.LEAF: "leaves and creation",
     Grad.BOOLEAN: "boolean results",
     Grad.DISCONTINUOUS: "discontinuous or integral",
+    Grad.INTEGER: "integer operators",
 }
 
 

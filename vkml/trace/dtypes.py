@@ -15,6 +15,7 @@ bool_ = np.dtype(np.bool_)
 DTYPES = (bool_, int32, float32, float64)
 FLOATS = (float32, float64)
 INTS = (int32,)
+INTEGRAL = (bool_, int32)   # the bitwise operators' dtypes
 NUMERIC = (int32, float32, float64)
 ALL = DTYPES
 
@@ -26,15 +27,20 @@ class DTypeError(TypeError):
     """A dtype that an operator or transform cannot take.
 
     >>> import vkml.numpy as vnp
-    >>> vnp.sin(vnp.asarray([True]))  # doctest: +SKIP
+    >>> vnp.negative(vnp.asarray([True]))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    vkml.trace.dtypes.DTypeError: negative: not defined for bool arrays; use logical_not, ...
+    >>> issubclass(DTypeError, TypeError)
+    True
     """
 
 
 def canonical(dtype, op: str = "asarray") -> np.dtype:
-    """Map a user dtype onto one of the four device dtypes, or raise DTypeError.
+    """Map a user dtype onto one of the four device dtypes, or raise DTypeError; byte order
+    is a storage detail (">f4" is float32).
 
-    >>> canonical("int64")
-    dtype('int32')
+    >>> canonical("int64"), canonical(">f8")
+    (dtype('int32'), dtype('float64'))
     """
     if dtype is float:
         return float32
@@ -46,6 +52,8 @@ def canonical(dtype, op: str = "asarray") -> np.dtype:
         d = np.dtype(dtype)
     except TypeError as e:
         raise DTypeError(f"{op}: {dtype!r} is not a dtype; valid: float32, float64, int32, bool") from e
+    if not d.isnative:
+        d = d.newbyteorder("=")   # big-endian data: converted on upload (to_device_numpy)
     if d in _RANK:
         return d
     if d.kind in "iu" and d.itemsize <= 8:
@@ -95,15 +103,16 @@ def itemsize(d: np.dtype) -> int:
 
 
 def to_device_numpy(a: np.ndarray, dtype: np.dtype, op: str = "asarray") -> np.ndarray:
-    """A contiguous NumPy array in the device's storage representation of dtype."""
+    """A contiguous NumPy array in the device's storage representation of dtype (native
+    byte order: a big-endian input is byte-swapped here, on the host, as part of the I/O)."""
     dtype = np.dtype(dtype)
     if a.dtype.kind in "iu" and dtype == int32 and a.size:
         lo, hi = a.min(), a.max()
         if lo < -2**31 or hi > 2**31 - 1:
             raise DTypeError(f"{op}: integer values in [{lo}, {hi}] do not fit int32, the device's "
                              f"integer type; cast to float64 or reduce the range")
-    if dtype == bool_:
-        return np.ascontiguousarray(a.astype(np.int32))
+    if dtype == bool_:   # stored as 0/1 whatever the source (astype(int32) would keep -3)
+        return np.ascontiguousarray(a.astype(np.bool_).astype(np.int32))
     return np.ascontiguousarray(a.astype(dtype, copy=False))
 
 

@@ -107,7 +107,7 @@ class Graph:
     >>> [n.op.value for n in g.nodes]
     ['Input', 'Exp', 'Full', 'Add']
     """
-    __slots__ = ("inputs", "outputs", "nodes", "effects", "keep")
+    __slots__ = ("inputs", "outputs", "nodes", "keep")
 
     def __init__(self, inputs: Sequence[Node], outputs: Sequence[Node]):
         for i in inputs:
@@ -127,11 +127,10 @@ class Graph:
         object.__setattr__(self, "inputs", tuple(inputs))
         object.__setattr__(self, "outputs", tuple(outputs))
         object.__setattr__(self, "nodes", tuple(order))
-        object.__setattr__(self, "effects", [])
         object.__setattr__(self, "keep", [])
 
     def __setattr__(self, k, v):
-        if k in ("effects", "keep"):  # side information from the tracer, not the program
+        if k == "keep":  # side information from the tracer, not the program
             return object.__setattr__(self, k, v)
         raise AttributeError("Graph is immutable")
 

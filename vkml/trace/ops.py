@@ -29,7 +29,11 @@ class OpKind(enum.Enum):
     Cast = "Cast"; Copy = "Copy"; StopGradient = "StopGradient"
     # binary
     Add = "Add"; Sub = "Sub"; Mul = "Mul"; Div = "Div"; Pow = "Pow"; Maximum = "Maximum"
-    Minimum = "Minimum"; Where = "Where"
+    Minimum = "Minimum"; Where = "Where"; IntegerPow = "IntegerPow"
+    # bitwise (bool and int32 only)
+    BitwiseAnd = "BitwiseAnd"; BitwiseOr = "BitwiseOr"; BitwiseXor = "BitwiseXor"
+    BitwiseNot = "BitwiseNot"; ShiftLeft = "ShiftLeft"; ShiftRight = "ShiftRight"
+    FloorDivide = "FloorDivide"; Remainder = "Remainder"
     # comparisons
     Equal = "Equal"; NotEqual = "NotEqual"; Less = "Less"; LessEqual = "LessEqual"
     Greater = "Greater"; GreaterEqual = "GreaterEqual"
@@ -43,6 +47,7 @@ class OpKind(enum.Enum):
     IndexSelect = "IndexSelect"; ScatterAdd = "ScatterAdd"; MatMul = "MatMul"; Im2Col = "Im2Col"
     Col2Im = "Col2Im"; MaxPool2d = "MaxPool2d"; MaxPool2dBackward = "MaxPool2dBackward"
     SliceBackward = "SliceBackward"
+    CheckIndex = "CheckIndex"
     # normalised exponentials
     Softmax = "Softmax"; LogSoftmax = "LogSoftmax"
 
@@ -54,6 +59,8 @@ class Grad(enum.Enum):
     BOOLEAN = "boolean result: not differentiable, the output is not a float"
     DISCONTINUOUS = ("discontinuous or integral: the derivative is zero almost everywhere "
                      "and undefined at the steps")
+    INTEGER = ("integer operator: defined on bool and int32 only, whose values carry no "
+               "gradient")
 
 
 @dataclass(frozen=True)
@@ -202,9 +209,9 @@ _UNARY = {
     OpKind.Silu: (dt.FLOATS, "x * sigmoid(x)"),
 }
 for _k, (_ds, _doc) in _UNARY.items():
-    _grad = Grad.DISCONTINUOUS if _k is OpKind.Sign else Grad.RULE
+    # Sign is piecewise constant: its rule gives the zero gradient, as jax.grad(jnp.sign)
     _declare(_k, 1, ("approximate",) if _k is OpKind.Gelu else (), _same_shape,
-             _unary_dtype(_k.value, _ds), _ds, "elementwise", _grad, _doc, "unary")
+             _unary_dtype(_k.value, _ds), _ds, "elementwise", Grad.RULE, _doc, "unary")
 
 
 def _cast_dtype(d, a):
@@ -239,7 +246,10 @@ _BINARY = {
     OpKind.Sub: (dt.NUMERIC, "x - y"),
     OpKind.Mul: (dt.NUMERIC, "x * y"),
     OpKind.Div: (dt.FLOATS, "x / y (true division)"),
-    OpKind.Pow: (dt.FLOATS, "x ** y; negative x with integral y is exact, otherwise nan"),
+    OpKind.Pow: (dt.NUMERIC, "x ** y; negative x with integral y is exact, otherwise nan. On "
+                             "int32 exact binary exponentiation, wrapping as NumPy's; a "
+                             "negative exponent (which NumPy refuses) gives the truncated "
+                             "1 / x ** -y: 1 or -1 for x = 1 or -1, else 0"),
     OpKind.Maximum: (dt.ALL, "elementwise max; nan propagates; on bool it is logical or"),
     OpKind.Minimum: (dt.ALL, "elementwise min; nan propagates; on bool it is logical and"),
 }
@@ -258,6 +268,51 @@ _declare(OpKind.Where, 3, (), _bcast("Where"), _where_dtype, dt.ALL, "elementwis
          "cond ? x : y; shapes broadcast.", "binary")
 
 
+def integer_pow_exponent(e) -> int | float | None:
+    """e as IntegerPow's exponent (an int, or a float k + 0.5), or None when it is neither.
+
+    >>> integer_pow_exponent(2.0), integer_pow_exponent(-1.5), integer_pow_exponent(0.3)
+    (2, -1.5, None)
+    """
+    if isinstance(e, (bool, np.bool_)):
+        return int(e)
+    if isinstance(e, (int, np.integer)):
+        return int(e)
+    if isinstance(e, (float, np.floating)) and np.isfinite(e) and abs(e) < 2.0 ** 52:
+        if float(e).is_integer():
+            return int(e)
+        if (2.0 * float(e)).is_integer():
+            return float(e)
+    return None
+
+
+def _integer_pow_dtype(d, a):
+    e = a["exponent"]
+    n = integer_pow_exponent(e)
+    if n is None or type(n) is not type(e):
+        raise DTypeError(f"IntegerPow: exponent {e!r} must be an int or a float k + 0.5 "
+                         f"(normalise it with integer_pow_exponent)")
+    _need("IntegerPow", d, dt.NUMERIC)
+    if not dt.is_float(d[0]) and (isinstance(e, float) or e < 0):
+        raise DTypeError(f"IntegerPow: an {np.dtype(d[0])} base needs a non-negative integer "
+                         f"exponent, got {e!r}; cast the base to a float dtype")
+    return np.dtype(d[0])
+
+
+# An operator, not a rewrite in vkml.numpy.power (as jax.lax.integer_pow): its rule is
+# again an IntegerPow, n * x ** (n - 1), so every order of derivative stays on exact
+# multiplication chains (a rewrite to Mul nodes would differentiate to a sum of products,
+# and x ** 2.0 through Pow to exp(log)); a power is one node of the graph, fused like any
+# elementwise operator, with its chain emitted once by the kernel.
+_declare(OpKind.IntegerPow, 1, ("exponent",), _same_shape, _integer_pow_dtype, dt.NUMERIC,
+         "elementwise", Grad.RULE,
+         "x ** n for a constant n that is an integer or k + 0.5, as a chain of multiplications "
+         "(binary exponentiation; then times sqrt(x) for the half, then the reciprocal for "
+         "n < 0), so x ** 1 is x and x ** 2 is x * x exactly; n = 0 gives 1 (nan too). The "
+         "special values at -0 and -inf are NumPy's: x ** 0.5 is sqrt(x), the other halves "
+         "take C's pow rules. An int32 base needs n >= 0 and wraps on overflow.", "unary")
+
+
 def _cmp_dtype(op, allowed):
     def rule(d, a):
         _same(op, d)
@@ -268,9 +323,39 @@ def _cmp_dtype(op, allowed):
 
 for _k, _sym in [(OpKind.Equal, "=="), (OpKind.NotEqual, "!="), (OpKind.Less, "<"),
                  (OpKind.LessEqual, "<="), (OpKind.Greater, ">"), (OpKind.GreaterEqual, ">=")]:
-    _ds = dt.ALL if _k in (OpKind.Equal, OpKind.NotEqual) else dt.NUMERIC
-    _declare(_k, 2, (), _bcast(_k.value), _cmp_dtype(_k.value, _ds), _ds, "elementwise",
-             Grad.BOOLEAN, f"x {_sym} y as bool; shapes broadcast.", "compare")
+    _declare(_k, 2, (), _bcast(_k.value), _cmp_dtype(_k.value, dt.ALL), dt.ALL, "elementwise",
+             Grad.BOOLEAN, f"x {_sym} y as bool (False < True, as NumPy); shapes broadcast.",
+             "compare")
+
+_BITWISE = {
+    OpKind.BitwiseAnd: (dt.INTEGRAL, "x & y: bitwise and (logical and on bool)"),
+    OpKind.BitwiseOr: (dt.INTEGRAL, "x | y: bitwise or (logical or on bool)"),
+    OpKind.BitwiseXor: (dt.INTEGRAL, "x ^ y: bitwise exclusive or (logical xor on bool)"),
+    # NumPy's int32 results for counts outside [0, 32) (it reads a count as unsigned, so a
+    # negative one is a huge one); GLSL leaves them undefined, so the kernel tests the count
+    OpKind.ShiftLeft: (dt.INTS, "x << y; a count y < 0 or >= 32 gives 0 (as NumPy)"),
+    OpKind.ShiftRight: (dt.INTS, "x >> y, arithmetic (the sign bit is copied in); a count y "
+                                 "< 0 or >= 32 gives -1 for negative x and 0 otherwise (as "
+                                 "NumPy)"),
+}
+for _k, (_ds, _doc) in _BITWISE.items():
+    _declare(_k, 2, (), _bcast(_k.value), _binary_dtype(_k.value, _ds), _ds, "elementwise",
+             Grad.INTEGER, _doc + "; shapes broadcast.", "binary")
+# NumPy's integer-valued division: on int32 exact (x // 0 and x % 0 are 0, INT_MIN // -1
+# wraps); on floats npy_divmod's algorithm over an exact fmod
+# (FloorDivide is piecewise constant: its rule gives the zero gradient, as Sign's and JAX's)
+_declare(OpKind.FloorDivide, 2, (), _bcast("FloorDivide"), _binary_dtype("FloorDivide", dt.NUMERIC),
+         dt.NUMERIC, "elementwise", Grad.RULE,
+         "x // y: the quotient rounded toward -inf, as NumPy (floats: (x - fmod(x, y)) / y "
+         "snapped to an integer; x // 0 is x / 0; int32: x // 0 is 0, INT_MIN // -1 wraps); "
+         "shapes broadcast.", "binary")
+_declare(OpKind.Remainder, 2, (), _bcast("Remainder"), _binary_dtype("Remainder", dt.NUMERIC),
+         dt.NUMERIC, "elementwise", Grad.RULE,
+         "x % y with the sign of y, as NumPy (from an exact fmod; floats: x % 0 is nan, a zero "
+         "remainder takes y's sign; int32: x % 0 is 0); shapes broadcast.", "binary")
+_declare(OpKind.BitwiseNot, 1, (), _same_shape, _unary_dtype("BitwiseNot", dt.INTEGRAL),
+         dt.INTEGRAL, "elementwise", Grad.INTEGER,
+         "~x: bitwise not (-x - 1) on int32, logical not on bool.", "unary")
 
 # --------------------------------------------------------------------------- reductions
 
@@ -460,12 +545,34 @@ def _scatter_shape(s, a):
 _declare(OpKind.IndexSelect, 2, ("axis",), _index_select_shape, _index_dtype("IndexSelect"),
          dt.ALL, "index", Grad.RULE,
          "Gather whole slices along `axis`: out[.., j, ..] = x[.., idx[j], ..]. Negative indices "
-         "count from the end; out-of-range indices are clamped (as in JAX).", "index")
+         "count from the end (once); out-of-range indices are clamped, as JAX's gathers do. The "
+         "surface (take, indexing, embedding) raises IndexError for a concrete out-of-range index "
+         "first; a traced one is clamped unless `vkml.debug.checks` puts a CheckIndex before it.",
+         "index")
 _declare(OpKind.ScatterAdd, 2, ("axis", "size"), _scatter_shape, _index_dtype("ScatterAdd"),
          dt.NUMERIC, "index", Grad.RULE,
          "Deterministic scatter-add: out[.., idx[j], ..] += src[.., j, ..] into zeros with "
-         "`size` positions along `axis` (adjoint of IndexSelect). Indices as in IndexSelect.",
-         "index")
+         "`size` positions along `axis` (adjoint of IndexSelect). Negative indices count from the "
+         "end (once); out-of-range updates are dropped, as JAX's scatters do (so an index that "
+         "IndexSelect clamped gets no gradient, as in JAX).", "index")
+
+
+def _check_index_attrs(s, a):
+    size, ignore = a["size"], a["ignore"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise ShapeError(f"CheckIndex: size {size!r} must be an int >= 0")
+    if ignore is not None and not isinstance(ignore, int):
+        raise ShapeError(f"CheckIndex: ignore {ignore!r} must be an int or None")
+    return s[0]
+
+
+_declare(OpKind.CheckIndex, 1, ("size", "negative", "ignore", "what", "axis"), _check_index_attrs,
+         _unary_dtype("CheckIndex", (dt.int32,)), (dt.int32,), "index", Grad.DISCONTINUOUS,
+         "Indices passed through unchanged, each checked on the device to lie in [0, size) "
+         "([-size, size) when `negative`; `ignore`, where not None, is allowed too); the host "
+         "raises IndexError naming `what` (the function), an out-of-range value and the "
+         "bound (`axis` for an index, None for a class label) after the program runs. Put "
+         "before a gather by the surface under `vkml.debug.checks`.", "index")
 
 
 def _matmul_shape(s, a):
@@ -552,9 +659,10 @@ _declare(OpKind.Col2Im, 1, ("output_size",) + _WIN, _col2im_shape, _float_same("
          dt.FLOATS, "window", Grad.RULE,
          "Fold (N, C*kh*kw, L) columns back to NCHW, summing where windows overlap (adjoint of "
          "Im2Col); deterministic.", "window")
-_declare(OpKind.MaxPool2d, 1, _WIN, _pool_shape, _float_same("MaxPool2d"), dt.FLOATS, "window",
-         Grad.RULE, "Max over NCHW windows; padding counts as -inf; nan propagates.",
-         "window")
+_declare(OpKind.MaxPool2d, 1, _WIN, _pool_shape, _unary_dtype("MaxPool2d", dt.NUMERIC), dt.NUMERIC,
+         "window", Grad.RULE,
+         "Max over NCHW windows; padding counts as -inf (INT_MIN for int32, the dtype is "
+         "kept); nan propagates.", "window")
 _declare(OpKind.MaxPool2dBackward, 2, _WIN, _pool_bwd_shape, _float_same("MaxPool2dBackward"),
          dt.FLOATS, "window", Grad.RULE,
          "Route each window's gradient to the first maximum of that window in x (adjoint of "
@@ -605,6 +713,7 @@ _SHAPE_OVERRIDES = {
     OpKind.MaxPool2d: "(N, C, OH, OW), OH as for Im2Col",
     OpKind.MaxPool2dBackward: "shape of x",
     OpKind.SliceBackward: "`shape` attribute (the sliced array's original shape)",
+    OpKind.CheckIndex: "same as the input",
 }
 for _k, _s in SPECS.items():
     _s.extra["shape"] = _SHAPE_OVERRIDES.get(_k) or _SHAPE_WORDS.get(_s.family, "see doc")

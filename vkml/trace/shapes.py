@@ -1,7 +1,10 @@
 """Shape arithmetic shared by the registry's shape rules, and ShapeError."""
 from __future__ import annotations
 
+import operator
 from typing import Iterable, Sequence
+
+import numpy as np
 
 Shape = tuple[int, ...]
 
@@ -10,9 +13,9 @@ class ShapeError(ValueError):
     """Operand shapes an operator cannot take; the message names the op and the shapes.
 
     >>> import vkml.numpy as vnp
-    >>> vnp.add(vnp.ones((2, 3)), vnp.ones((4,)))  # doctest: +SKIP
+    >>> vnp.add(vnp.ones((2, 3)), vnp.ones((4,)))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    vkml.ShapeError: add: shapes (2, 3) and (4,) do not broadcast ...
+    vkml.trace.shapes.ShapeError: Add: shapes (2, 3) and (4,) do not broadcast (axis -1 ...
     """
 
 
@@ -31,22 +34,58 @@ def broadcast_shapes(op: str, *shapes: Sequence[int]) -> Shape:
     return tuple(out)
 
 
-def normalize_axis(op: str, axis: int, ndim: int) -> int:
-    """One axis in [-ndim, ndim) to [0, ndim), or ShapeError."""
-    if not isinstance(axis, (int,)) or isinstance(axis, bool):
-        raise ShapeError(f"{op}: axis {axis!r} is not an integer")
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ShapeError(f"{op}: axis {axis} is out of range for an array of rank {ndim}; "
-                         f"valid axes are {-ndim}..{ndim - 1}")
-    return axis % ndim if ndim else 0
+class AxisError(ShapeError, np.exceptions.AxisError):
+    """An axis out of range for an array's rank. As NumPy's AxisError (which it subclasses,
+    so `except numpy.exceptions.AxisError` catches it) it is both a ValueError and an
+    IndexError; as a ShapeError the message names the op.
+
+    >>> try:
+    ...     normalize_axis("sum", 2, 2)
+    ... except IndexError as e:
+    ...     print(e)
+    sum: axis 2 is out of range for an array of rank 2; valid axes are -2..1
+    """
+
+    def __init__(self, msg: str):
+        ShapeError.__init__(self, msg)
+        np.exceptions.AxisError.__init__(self, msg)   # its one-argument form: the message
 
 
-def normalize_axes(op: str, axis, ndim: int) -> tuple[int, ...]:
-    """None (all axes), an int, or a sequence of ints, to a sorted tuple of distinct axes."""
+def axis_index(op: str, axis) -> int:
+    """An axis as an int (Python or NumPy integer, anything with __index__ but bool), else
+    TypeError as NumPy raises for axis=1.0 or axis=True."""
+    if isinstance(axis, (bool, np.bool_)) or not hasattr(axis, "__index__"):
+        raise TypeError(f"{op}: axis {axis!r} ({type(axis).__name__}) is not an integer; "
+                        f"axes are ints (or a tuple of ints where the function takes several)")
+    return operator.index(axis)
+
+
+def normalize_axis(op: str, axis, ndim: int) -> int:
+    """One axis in [-ndim, ndim) to [0, ndim); AxisError outside (a 0-d array has no axes),
+    TypeError for a non-integer."""
+    axis = axis_index(op, axis)
+    if not -ndim <= axis < ndim:
+        valid = f"valid axes are {-ndim}..{ndim - 1}" if ndim else "a 0-d array has no axes"
+        raise AxisError(f"{op}: axis {axis} is out of range for an array of rank {ndim}; {valid}")
+    return axis % ndim
+
+
+def normalize_axes(op: str, axis, ndim: int, scalar_0d: bool = False) -> tuple[int, ...]:
+    """None (all axes), an int, or a sequence of ints, to a sorted tuple of distinct axes.
+
+    scalar_0d: NumPy's ufunc reductions (sum, prod, max, min, any, all) and squeeze take a
+    lone int axis 0 or -1 on a 0-d array as "no axes" (mean, var, flip and tuple axes do
+    not: AxisError there, as in NumPy).
+
+    >>> normalize_axes("sum", -1, 0, scalar_0d=True), normalize_axes("sum", (1, -3), 3)
+    ((), (0, 1))
+    """
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, Iterable) and not isinstance(axis, (str, bytes)):
-        axes = [normalize_axis(op, int(a) if hasattr(a, "__index__") else a, ndim) for a in axis]
+        axes = [normalize_axis(op, a, ndim) for a in axis]
+    elif scalar_0d and ndim == 0 and axis_index(op, axis) in (0, -1):
+        return ()
     else:
         axes = [normalize_axis(op, axis, ndim)]
     if len(set(axes)) != len(axes):

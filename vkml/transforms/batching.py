@@ -19,7 +19,7 @@ import numpy as np
 
 from ..trace import dtypes as dt
 from ..trace.graph import Node
-from ..trace.ops import OpKind as K
+from ..trace.ops import SPECS, OpKind as K
 from ..trace.shapes import size_of
 from .expr import E
 
@@ -172,6 +172,20 @@ def _offset_index(ctx, idx: E, n: int) -> E:
     return ctx.reshape(flat, (B * m,))
 
 
+def _offset_drop(ctx, idx: E, n: int) -> E:
+    """As _offset_index for a scatter: an index out of range (after wrapping once) becomes
+    B*n, out of range of the stacked axis too, so its update is still dropped."""
+    B, m = idx.shape
+    i32 = dt.int32
+    wrapped = ctx.op(K.Where, ctx.op(K.Less, idx, ctx.full((), 0, i32)),
+                     ctx.op(K.Add, idx, ctx.full((), n, i32)), idx)
+    ok = ctx.op(K.Where, ctx.op(K.Less, wrapped, ctx.full((), 0, i32)), ctx.full((), False, dt.bool_),
+                ctx.op(K.Less, wrapped, ctx.full((), n, i32)))
+    base = ctx.op(K.Mul, ctx.op(K.Arange, n=B, start=0, step=1, dtype=i32), ctx.full((), n, i32))
+    flat = ctx.op(K.Where, ok, ctx.op(K.Add, wrapped, ctx.reshape(base, (B, 1))), ctx.full((), B * n, i32))
+    return ctx.reshape(flat, (B * m,))
+
+
 def _stack_axis(ctx, x: E, ax: int) -> E:
     """(B, pre.., n, post..) -> (pre.., B*n, post..): the batch joins the indexed axis."""
     B = x.shape[0]
@@ -209,7 +223,7 @@ def _scatter_add(ctx, n, ins, bat):
     src = ctx.materialize(src, bat[0])
     # each destination block b*size.. only receives example b's contributions, still in
     # index order, so the sums are bitwise those of the unbatched scatter
-    y = ctx.op(K.ScatterAdd, _stack_axis(ctx, src, ax), _offset_index(ctx, idx, size),
+    y = ctx.op(K.ScatterAdd, _stack_axis(ctx, src, ax), _offset_drop(ctx, idx, size),
                axis=ax, size=B * size)
     return _unstack_axis(ctx, y, ax, B)
 
@@ -243,12 +257,9 @@ def _window_op(ctx, n, ins, bat):
 
 # --------------------------------------------------------------------------- the table
 
-_ELEMENTWISE = [
-    K.Neg, K.Reciprocal, K.Exp, K.Log, K.Log1p, K.Expm1, K.Sqrt, K.Rsqrt, K.Sin, K.Cos, K.Tanh,
-    K.Sigmoid, K.Abs, K.Sign, K.Erf, K.Erfc, K.Relu, K.Gelu, K.Silu, K.Cast, K.Copy,
-    K.StopGradient, K.Add, K.Sub, K.Mul, K.Div, K.Pow, K.Maximum, K.Minimum, K.Where,
-    K.Equal, K.NotEqual, K.Less, K.LessEqual, K.Greater, K.GreaterEqual,
-]
+# every operator of the elementwise kernel family (read from the registry, so a new one
+# is batched without being listed here)
+_ELEMENTWISE = [k for k, s in SPECS.items() if s.kernel == "elementwise"]
 
 BATCH_RULES: dict[K, Rule] = {
     K.Input: _leaf, K.Const: _leaf, K.Full: _leaf, K.Arange: _leaf,
@@ -266,6 +277,7 @@ BATCH_RULES: dict[K, Rule] = {
     K.Flip: _flip,
     K.IndexSelect: _index_select,
     K.ScatterAdd: _scatter_add,
+    K.CheckIndex: _elementwise,     # each index checked against the same bound
     K.MatMul: _matmul,
     K.Im2Col: _window_op, K.Col2Im: _window_op, K.MaxPool2d: _window_op,
     K.MaxPool2dBackward: _window_op,

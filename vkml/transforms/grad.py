@@ -75,9 +75,12 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
                 and not (regions and regions.is_output(n))):   # custom rule handles those
             sp = SPECS[n.op]
             if sp.grad is not Grad.RULE:
+                # stop_gradient on the op's input would not help: the walk still reaches
+                # the op itself; on its output, the walk stops before it
                 raise NoGradientRule(f"{sp.name} has no gradient rule ({sp.grad.value}); "
-                                     f"differentiation reached it from the output. Wrap its input "
-                                     f"in vkml.stop_gradient if no gradient should flow through it.")
+                                     f"differentiation reached it from the output. If no gradient "
+                                     f"should flow through it, wrap its output (not its input) in "
+                                     f"vkml.stop_gradient: stop_gradient({sp.name.lower()}(x)).")
             outs = RULES[n.op](n, g, *[E(i) for i in n.inputs])
             for inp, c in zip(n.inputs, outs):
                 if c is not None and inp.id in req:

@@ -91,6 +91,17 @@ def _pow_b(n, g, a, b):
     return g * where(zero, 0.0, E(n) * log(where(zero, 1.0, a)))
 
 
+def _integer_pow(n, g, x):
+    """n * x ** (n - 1), itself an IntegerPow (so x ** 2 has gradient exactly 2 * x, and
+    second order stays on the multiplication chain); x ** 0 is constant."""
+    e = n.attrs["exponent"]
+    if e == 0:
+        return (None,)
+    m = e - 1 if isinstance(e, int) else e - 1.0
+    d = x if m == 1 else (None if m == 0 else op(K.IntegerPow, x, exponent=m))
+    return (g * e if d is None else g * (d * e),)
+
+
 def _permute(n, g, x):
     perm = n.attrs["perm"]
     inv = [0] * len(perm)
@@ -181,6 +192,7 @@ RULES = {
     K.Tanh: lambda n, g, x: (g * (1.0 - E(n) * E(n)),),
     K.Sigmoid: lambda n, g, x: (g * E(n) * (1.0 - E(n)),),
     K.Abs: lambda n, g, x: (where(x > 0.0, g, where(x < 0.0, -g, 0.0)),),
+    K.Sign: lambda n, g, x: (None,),   # zero almost everywhere (JAX's choice at the step too)
     K.Erf: lambda n, g, x: (g * exp(-(x * x)) * TWO_OVER_SQRT_PI,),
     K.Erfc: lambda n, g, x: (g * exp(-(x * x)) * -TWO_OVER_SQRT_PI,),
     K.Relu: lambda n, g, x: (where(E(n) > 0.0, g, 0.0),),   # the output: x itself need not be kept
@@ -194,6 +206,10 @@ RULES = {
     K.Mul: _binary(lambda n, g, a, b: g * b, lambda n, g, a, b: g * a),
     K.Div: _binary(lambda n, g, a, b: g / b, lambda n, g, a, b: -g * E(n) / b),
     K.Pow: _binary(_pow_a, _pow_b),
+    K.IntegerPow: _integer_pow,
+    # x // y is piecewise constant (zero almost everywhere, as JAX's); x % y = x - y * (x // y)
+    K.FloorDivide: lambda n, g, a, b: (None, None),
+    K.Remainder: _binary(lambda n, g, a, b: g, lambda n, g, a, b: -g * op(K.FloorDivide, a, b)),
     K.Maximum: _binary(lambda n, g, a, b: _ties(a, b, g), lambda n, g, a, b: _ties(b, a, g)),
     K.Minimum: _binary(lambda n, g, a, b: _ties(b, a, g), lambda n, g, a, b: _ties(a, b, g)),
     K.Where: lambda n, g, c, a, b: (None, unbroadcast(where(c, g, 0.0), a.shape),

@@ -10,12 +10,18 @@
    `lower/elementwise.py:lower_region`, an operator through its kernel family.
 3. record: one command buffer, a barrier only where a dispatch touches a range written
    (or read, for a write) since the last barrier; submit once; wait.
+4. check: a kernel that can find an error the host must report (an int32 sum that does
+   not fit int32, an out-of-range index under `vkml.debug.checks`) binds a device check
+   (`LowerCtx.check`): a few host-mapped words it sets with atomics. The host zeroes them
+   before each submission and reads them after the wait (`arm`, `raise_checks`), so the
+   error is raised when the program's results are produced: at an eager operator's call,
+   at a jitted call's return. A program without such kernels has no checks and pays nothing.
 """
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -65,15 +71,53 @@ class Dispatch:
     zero: tuple = ()      # views the recording fills with zeros first (`merge` counters)
 
 
+CHECK_WORDS = 4      # int32 words of one device check: [flag, then what the kernel records]
+
+
+@dataclass
+class Check:
+    """One device check of a lowered program: CHECK_WORDS host-mapped int32 words a kernel
+    sets (word 0 non-zero: an error) and `error(words)`, the exception to raise then."""
+    buf: Buffer
+    error: Callable[[np.ndarray], BaseException]
+
+    def words(self) -> np.ndarray:
+        b = self.buf
+        return b.block.mapped[b.offset:b.offset + 4 * CHECK_WORDS].view(np.int32)
+
+
+def arm(checks: Sequence[Check]) -> None:
+    """Zero the checks' words before a submission (host writes are visible to the
+    submission that follows them)."""
+    for c in checks:
+        c.words()[:] = 0
+
+
+def raise_checks(checks: Sequence[Check]) -> None:
+    """After the submission's wait: raise the first check that a kernel set."""
+    for c in checks:
+        w = c.words()
+        if w[0]:
+            raise c.error(w.copy())
+
+
 class LowerCtx:
     """What a kernel family's lowering function uses to emit work."""
 
-    def __init__(self, rt, scratch: View | None = None):
+    def __init__(self, rt, scratch: View | None = None, checks: list | None = None):
         self.rt = rt
         self.dev = rt.dev
         self.kernels = rt.kernels
         self.scratch = scratch
         self.dispatches: list[Dispatch] = []
+        self.checks: list[Check] = [] if checks is None else checks
+
+    def check(self, error: Callable[[np.ndarray], BaseException]) -> View:
+        """A device check for a kernel to bind (as an `int` buffer it writes, with atomics):
+        the host raises error(words) after the run when the kernel set words[0]."""
+        buf = self.rt.allocator.alloc(4 * CHECK_WORDS, "device check", host=True)
+        self.checks.append(Check(buf, error))
+        return view_of(buf, (CHECK_WORDS,), dt.int32)
 
     def kernel(self, name: str, body: str, n_tensors: int, local_size: int = 256,
                texels: tuple = (), spec: tuple = ()) -> Kernel:
@@ -186,8 +230,9 @@ class Lowered:
     """A graph lowered onto concrete buffers: the dispatches and where each output lives."""
 
     def __init__(self, plan: Plan, dispatches: list, outputs: list, arena: Buffer | None, held: list,
-                 kernel_count: int | None = None):
+                 kernel_count: int | None = None, checks: list | None = None):
         self.plan, self.dispatches, self.outputs, self.arena, self.held = plan, dispatches, outputs, arena, held
+        self.checks: list[Check] = checks or []     # device checks, read after each run
         # kernels after fusion, before `merge` ran independent ones as one dispatch
         self.kernel_count = len(dispatches) if kernel_count is None else kernel_count
 
@@ -271,6 +316,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
             raise ValueError(f"input {n} has no value")
     results: dict[int, Buffer] = {}
     dispatches: list[Dispatch] = []
+    checks: list[Check] = []
     for g in p.groups:
         n = g.out
         if n.id in p.offsets:
@@ -288,7 +334,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
             off, sb = p.scratch[n.id]
             scratch = View(arena.block.buffer, arena.offset + off, sb, id(arena.block), (sb // 4,),
                            dt.int32)
-        ctx = LowerCtx(rt, scratch)
+        ctx = LowerCtx(rt, scratch, checks)
         _lower_group(g, views, v, ctx)
         dispatches.extend(ctx.dispatches)
     outs = [results[o.id] if o.id in results else held[o.id] for o in graph.outputs]
@@ -296,7 +342,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     dispatches = [d if d.kernel.built else Dispatch(rt.kernels.build(d.kernel), d.meta, d.views, d.writes,
                                                     d.groups, d.zero)
                   for d in merge.merge(rt, dispatches)]
-    return Lowered(p, dispatches, outs, arena, list(held.values()), n_kernels)
+    return Lowered(p, dispatches, outs, arena, list(held.values()), n_kernels, checks)
 
 
 def _check(result: int, what: str) -> None:
@@ -546,5 +592,7 @@ class Executor:
         self.last_dispatch_count = len(low.dispatches)
         self.last_kernel_count = low.kernel_count
         if low.dispatches:
+            arm(low.checks)
             Recording(self.rt, low.dispatches).submit()
+            raise_checks(low.checks)
         return low.outputs

@@ -330,7 +330,8 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET) -> Region:
             args = tuple(visit(i, ([("b", n.shape)] if i.shape != n.shape else []) + steps)
                          for i in n.inputs)
             in_dt = n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype
-            w = op_weight(n.op, np.dtype(in_dt), n.dtype, n.attrs.get("approximate"))
+            w = op_weight(n.op, np.dtype(in_dt), n.dtype, n.attrs.get("approximate"),
+                          n.attrs.get("exponent"))
             if reg.weight + w > budget:
                 # split off the largest subtree on the current path that fits the budget,
                 # else cut below this node (its first computed operand)
@@ -466,7 +467,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     from .lower.elementwise import op_weight
     cheap = {n.id for n in nodes if kind[n.id] == "ew" and n.op is not OpKind.Sum and op_weight(
         n.op, np.dtype(n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype),
-        n.dtype, n.attrs.get("approximate")) <= 1}
+        n.dtype, n.attrs.get("approximate"), n.attrs.get("exponent")) <= 1}
     while True:
         member: dict[int, frozenset] = {}
         for n in reversed(nodes):
@@ -503,7 +504,8 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     # its own order (its shape, or a reshape of it)
     epi_of: dict[int, int] = {}       # region root id -> reduction node id
     for n in nodes:
-        if not _is_reduce(n) or n.id in outs or not cons[n.id]:
+        # an inlined Sum is elementwise code in the region that reads it, not a kernel
+        if not _is_reduce(n) or kind[n.id] != "opaque" or n.id in outs or not cons[n.id]:
             continue
         if any(n.inputs[0].shape[a] == 0 for a in n.attrs["axes"]):
             continue                  # an empty reduction is a fill: nothing to fuse into
@@ -526,7 +528,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     mm_epi: dict[int, int] = {}       # region root id -> MatMul node id
     for n in nodes:
         if (n.op is not OpKind.MatMul or not MATMUL_EPILOGUES or n.id in outs or not cons[n.id]
-                or len(n.shape) < 2):
+                or len(n.shape) < 2 or n.dtype == np.int32):    # int32: `matmul._int_matmul`
             continue
         e = _sole_region(n, cons, kind, member, mat)
         if e is None or e in epi_of or e in mm_epi:

@@ -29,6 +29,22 @@ _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SR
 _HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 
 
+def _bytes(n: int, other: int | None = None) -> str:
+    """n bytes, exactly and in MiB, with as many MiB digits as it takes to tell n from
+    `other` (a limit just exceeded must not print as equal to it: "128.0 MiB exceeds 128 MiB").
+
+    >>> _bytes(2**27 + 20_000, 2**27), _bytes(2**27)
+    ('134,237,728 bytes (128.02 MiB)', '134,217,728 bytes (128 MiB)')
+    """
+    if other is None:
+        return f"{n:,} bytes ({n / 2**20:g} MiB)"
+    for digits in range(1, 8):
+        mib = f"{n / 2**20:.{digits}f}"
+        if mib != f"{other / 2**20:.{digits}f}":
+            break
+    return f"{n:,} bytes ({mib} MiB)"
+
+
 class OutOfMemoryError(MemoryError):
     """The device could not provide memory for an allocation (``vkml.OutOfMemoryError``).
 
@@ -229,8 +245,9 @@ class Allocator:
     def _check(self, nbytes: int, what: str) -> None:
         if nbytes > self.dev.max_storage_buffer_range:
             raise ValueError(
-                f"{what}: {nbytes / 2**20:.1f} MiB exceeds this device's maxStorageBufferRange of "
-                f"{self.dev.max_storage_buffer_range / 2**20:.0f} MiB ({self.dev.name}); one tensor "
+                f"{what}: {_bytes(nbytes, self.dev.max_storage_buffer_range)} exceeds this "
+                f"device's maxStorageBufferRange of {_bytes(self.dev.max_storage_buffer_range)} "
+                f"({self.dev.name}); one tensor "
                 f"must fit in one storage buffer binding. Split it into smaller arrays.")
 
     def alloc(self, nbytes: int, what: str = "allocation", host: bool = False,

@@ -66,13 +66,28 @@ _FLOAT_EXPR = {
     # Vulkan guarantees division only for |b| in [2^-126, 2^126]: vk_div scales the rest
     OpKind.Div: "vk_div(a, b)",
     OpKind.Pow: "vk_pow(a, b)",
+    OpKind.FloorDivide: "vk_floordiv(a, b)",
+    OpKind.Remainder: "vk_remainder(a, b)",
     OpKind.Maximum: "((a > b || isnan(a)) ? a : b)",
     OpKind.Minimum: "((a < b || isnan(a)) ? a : b)",
 }
 _INT_EXPR = {
     OpKind.Neg: "-a", OpKind.Abs: "abs(a)", OpKind.Sign: "sign(a)", OpKind.Relu: "max(a, 0)",
     OpKind.Copy: "a", OpKind.StopGradient: "a", OpKind.Add: "(a + b)", OpKind.Sub: "(a - b)", OpKind.Mul: "(a * b)",
-    OpKind.Maximum: "max(a, b)", OpKind.Minimum: "min(a, b)",
+    OpKind.Maximum: "max(a, b)", OpKind.Minimum: "min(a, b)", OpKind.Pow: "vk_ipow(a, b)",
+    # bool is a 0/1 word: and, or and xor of two bools stay 0/1 (BitwiseNot is below)
+    OpKind.BitwiseAnd: "(a & b)", OpKind.BitwiseOr: "(a | b)", OpKind.BitwiseXor: "(a ^ b)",
+    # GLSL leaves counts outside [0, 32) undefined: NumPy's answers are 0 for a left
+    # shift and the sign (a >> 31: 0 or -1) for the arithmetic right shift
+    OpKind.ShiftLeft: "((uint(b) < 32u) ? (a << b) : 0)",
+    OpKind.ShiftRight: "((uint(b) < 32u) ? (a >> b) : (a >> 31))",
+    # NumPy's floor division from the truncating one: one less where the truncated
+    # remainder is non-zero with the sign opposite to b's; b == 0 gives 0 and b == -1 is
+    # -a (INT_MIN / -1 is undefined in SPIR-V, NumPy wraps it)
+    OpKind.FloorDivide: ("((b == 0) ? 0 : ((b == -1) ? -a : ((a / b) - "
+                         "((((a - (a / b) * b) ^ b) < 0 && (a - (a / b) * b) != 0) ? 1 : 0))))"),
+    OpKind.Remainder: ("((b == 0 || b == -1) ? 0 : ((a - (a / b) * b) + "
+                       "((((a - (a / b) * b) ^ b) < 0 && (a - (a / b) * b) != 0) ? b : 0)))"),
 }
 _CMP = {OpKind.Equal: "==", OpKind.NotEqual: "!=", OpKind.Less: "<", OpKind.LessEqual: "<=",
         OpKind.Greater: ">", OpKind.GreaterEqual: ">="}
@@ -91,6 +106,13 @@ def expression(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, attrs: dict)
         if dst == dt.bool_:
             return "((a != " + (f"{T}(0)" if fl else "0") + ") ? 1 : 0)"
         return f"{dt.glsl_type(dst)}(a)"
+    if op is OpKind.BitwiseNot:
+        return "(a ^ 1)" if np.dtype(in_dtype) == dt.bool_ else "(~a)"
+    if op is OpKind.IntegerPow:
+        lines, e = integer_pow_lines("a", attrs["exponent"], T, "t")
+        if lines:
+            raise NotImplementedError("IntegerPow needs statements: use integer_pow_lines")
+        return e
     if op is OpKind.Gelu:
         if attrs.get("approximate"):
             e = "(T(0.5) * a * (T(1) + vk_tanh(T(0.7978845608028654) * (a + T(0.044715) * a * a * a))))"
@@ -101,6 +123,47 @@ def expression(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, attrs: dict)
     if op not in table:
         raise NotImplementedError(f"{op.value}: no elementwise expression for dtype {in_dtype}")
     return table[op].replace("T(", f"{T}(")
+
+
+def integer_pow_lines(x: str, e, T: str, v: str) -> tuple[list[str], str]:
+    """GLSL statements (temporaries v_0, v_1, ...) and the final expression of x ** e for
+    IntegerPow: binary exponentiation of |e|'s integer part k (x ** 1 is x itself, no
+    multiplication by 1), times sqrt for a half, then the reciprocal for e < 0.
+
+    The halves other than 0.5 work on |x| and give nan for finite x < 0: that is C's pow
+    at -0 and -inf (NumPy's answer there); x ** 0.5 is sqrt(x), which NumPy's power is.
+
+    >>> integer_pow_lines("a", 5, "float", "t")
+    (['  float t_0 = a * a;', '  float t_1 = t_0 * t_0;', '  float t_2 = a * t_1;'], 't_2')
+    """
+    lines: list[str] = []
+
+    def new(expr: str) -> str:
+        name = f"{v}_{len(lines)}"
+        lines.append(f"  {T} {name} = {expr};")
+        return name
+    if e == 0.5 and isinstance(e, float):
+        return lines, f"sqrt({x})"
+    half = isinstance(e, float)
+    k = int(abs(e))
+    base = new(f"abs({x})") if half else x
+    r, b = None, base
+    while k:
+        if k & 1:
+            r = b if r is None else new(f"{r} * {b}")
+        k >>= 1
+        if k:
+            b = new(f"{b} * {b}")
+    if half:
+        s = new(f"sqrt({base})")
+        r = s if r is None else new(f"{r} * {s}")
+    if r is None:
+        r = f"{T}(1)"
+    if e < 0:
+        r = new(f"{T}(1) / {r}")
+    if half:
+        r = f"(({x} >= {T}(0) || isinf({x})) ? {r} : sqrt({x}))"
+    return lines, r
 
 
 def collapse(shape: Sequence[int], layouts: Sequence[Sequence[int]]):
@@ -234,10 +297,16 @@ def region_function(reg, name: str) -> tuple[str, bool]:
             names[i] = literal(ins[1], ins[2])
         else:
             _, op, in_dt, out_dt, attrs, args = ins
+            T = dt.glsl_type(out_dt)
+            if op is OpKind.IntegerPow:     # a multiplication chain: temporaries
+                pre, e = integer_pow_lines(names[args[0]], attrs["exponent"], T, f"v{i}")
+                lines += pre
+                lines.append(f"  {T} v{i} = {e};")
+                names[i] = f"v{i}"
+                continue
             e = expression(op, in_dt, out_dt, attrs)
             math = math or "vk_" in e
             e = _OPERAND.sub(lambda m: names[args["abc".index(m.group(1))]], e)
-            T = dt.glsl_type(out_dt)
             lines.append(f"  {T} v{i} = {T}({e});")
             names[i] = f"v{i}"
     T = dt.glsl_type(reg.dtype)
@@ -249,15 +318,18 @@ def region_function(reg, name: str) -> tuple[str, bool]:
 # rough code size of the math library's functions (in simple operations), for the
 # compile-time budget of fused kernels: lavapipe's compile time grows faster than linearly
 # with a kernel's size, and sin/cos (range reduction) dwarf an add
-_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_pow": 40, "vk_erf": 30, "vk_erfc": 30, "vk_tanh": 20,
+_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_pow": 40, "vk_floordiv": 30, "vk_remainder": 25, "vk_erf": 30, "vk_erfc": 30, "vk_tanh": 20,
            "vk_expm1": 20, "vk_log1p": 15, "vk_log": 15, "vk_exp": 10, "vk_sigmoid": 12}
 _CALL = re.compile(r"\b(vk_\w+)\(")
 
 
 @lru_cache(maxsize=None)
-def op_weight(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, approximate=None) -> int:
+def op_weight(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, approximate=None,
+              exponent=None) -> int:
     """Code size of one elementwise operator, in simple operations (double math counts
-    twice: its polynomials are longer)."""
+    twice: its polynomials are longer). IntegerPow: its multiplications."""
+    if op is OpKind.IntegerPow:
+        return 1 + len(integer_pow_lines("a", exponent, dt.glsl_type(in_dtype), "t")[0])
     e = expression(op, in_dtype, out_dtype, {"approximate": approximate})
     w = 1 + sum(_WEIGHT.get(f, 10) for f in _CALL.findall(e))
     return w * 2 if np.dtype(in_dtype) == dt.float64 and w > 1 else w

@@ -1,8 +1,9 @@
-"""IndexSelect and ScatterAdd: gathers along one axis, and their deterministic adjoint.
+"""IndexSelect and ScatterAdd: gathers along one axis, and their deterministic adjoint;
+CheckIndex, the device check of indices that `vkml.debug.checks` puts before a gather.
 
-Both view their operands as (outer, n, inner) around the indexed axis. An index is
-normalised the same way in every kernel (negative wraps once, then clamps to [0, n-1],
-as JAX does for gathers), so ScatterAdd is exactly the adjoint of IndexSelect.
+Both view their operands as (outer, n, inner) around the indexed axis. A negative index
+wraps once in every kernel; then, as in JAX, a gather clamps an index still out of range
+to [0, n-1] and a scatter drops its update (so a clamped read gets no gradient).
 
 ScatterAdd never uses float atomics: each output element gathers its contributions in
 index order j = 0, 1, ..., so results are bitwise reproducible. For short index arrays it
@@ -23,12 +24,34 @@ from .fill import fill_view
 # letting every output element scan the whole index array.
 SORT_MIN = 64
 
-# GLSL: the normalised index (wrap negatives once, clamp into [0, n-1]).
+# GLSL: the gather's index (wrap negatives once, clamp into [0, n-1]) and the scatter's
+# (wrap negatives once; out of range gives n: never equal to a position, and sorted to
+# the end, past every destination, by the long path).
 _NORM = """
 int norm_index(int k, int n) {
   if (k < 0) k += n;
   return clamp(k, 0, n - 1);
 }
+int drop_index(int k, int n) {
+  if (k < 0) k += n;
+  return (k < 0 || k >= n) ? n : k;
+}
+"""
+
+# out = idx; an index outside [lo, n) (other than `ignore`, when meta[3]) sets err[0] and
+# records the largest such value (err[1], if positive) and the smallest (err[2], if negative)
+_CHECK = """{decl}
+void main() {{
+  uint gi = gidx();
+  if (gi >= uint(meta[0])) return;
+  int k = idx[gi];
+  out_[gi] = k;
+  int n = meta[1], lo = meta[2];
+  if ((k < lo || k >= n) && !(meta[3] != 0 && k == meta[4])) {{
+    atomicOr(err[0], 1);
+    if (k >= 0) atomicMax(err[1], k); else atomicMin(err[2], k);
+  }}
+}}
 """
 
 _SELECT = """{decl}{norm}
@@ -56,7 +79,7 @@ void main() {{
   int b = o / (inner * size);
   {T} acc = {T}(0);
   for (int j = 0; j < m; ++j) {{
-    if (norm_index(idx[j], size) == p) acc += src[(b * m + j) * inner + i];
+    if (drop_index(idx[j], size) == p) acc += src[(b * m + j) * inner + i];
   }}
   dst[o] = acc;
 }}
@@ -69,7 +92,7 @@ void main() {{
   int m = meta[0], size = meta[1];
   if (gi >= uint(m)) return;
   int j = int(gi);
-  pairs[j] = ivec2(norm_index(idx[j], size), j);
+  pairs[j] = ivec2(drop_index(idx[j], size), j);
 }}
 """
 
@@ -185,6 +208,23 @@ def _index_select(node, ins, out, ctx) -> None:
     ctx.dispatch(k, [out.size, idx.shape[0], x.shape[ax], inner], [out, x, idx], threads=out.size)
 
 
+def _wide_sums(body: str, node, ctx, n_bind: int) -> tuple[str, list]:
+    """An int32 scatter's body summing in int64, its store checked against int32 (binding
+    n_bind + 1, a device check): the extra views. Float bodies are returned unchanged."""
+    if "int acc = int(0);" not in body:
+        return body, []
+    from .reduce import overflow_error
+    if not ctx.dev.has_int64:
+        raise overflow_error("ScatterAdd", node.inputs[0].shape, (node.attrs["axis"],), ctx.dev.name)
+    shape, axis = node.inputs[0].shape, node.attrs["axis"]
+    err = ctx.check(lambda w: overflow_error("ScatterAdd", shape, (axis,)))
+    body = ("#extension GL_ARB_gpu_shader_int64 : enable\n" + binding(n_bind + 1, "int", "err")
+            + body.replace("int acc = int(0);", "int64_t acc = 0l;").replace(
+                "dst[o] = acc;", "if (acc < -2147483648l || acc > 2147483647l) atomicOr(err[0], 1);\n"
+                "  dst[o] = int(acc);"))
+    return body, [err]
+
+
 def _scatter_add(node, ins, out, ctx) -> None:
     src, idx = ins
     ax, size = node.attrs["axis"], node.attrs["size"]
@@ -198,8 +238,9 @@ def _scatter_add(node, ins, out, ctx) -> None:
     if m <= SORT_MIN:
         decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
                 + binding(3, "int", "idx", readonly=True))
-        k = ctx.kernel("ScatterAdd", _SCAN.format(decl=decl, norm=_NORM, T=T), 3)
-        ctx.dispatch(k, meta, [out, src, idx], threads=out.size)
+        body, extra = _wide_sums(_SCAN.format(decl=decl, norm=_NORM, T=T), node, ctx, 3)
+        k = ctx.kernel("ScatterAdd", body, 3 + len(extra))
+        ctx.dispatch(k, meta, [out, src, idx] + extra, writes=(0, 3)[:1 + len(extra)], threads=out.size)
         return
     sc = ctx.scratch
     off_b, off_s, _ = _scratch_layout(m, size)
@@ -220,15 +261,45 @@ def _scatter_add(node, ins, out, ctx) -> None:
     ctx.dispatch(k, [m, size], [starts, bufs[cur]], threads=size + 1)
     decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
             + binding(3, "ivec2", "pairs", readonly=True) + binding(4, "int", "starts", readonly=True))
-    k = ctx.kernel("ScatterAddGather", _GATHER.format(decl=decl, T=T), 4)
-    ctx.dispatch(k, meta, [out, src, bufs[cur], starts], threads=out.size)
+    body, extra = _wide_sums(_GATHER.format(decl=decl, T=T), node, ctx, 4)
+    k = ctx.kernel("ScatterAddGather", body, 4 + len(extra))
+    ctx.dispatch(k, meta, [out, src, bufs[cur], starts] + extra, writes=(0, 4)[:1 + len(extra)],
+                 threads=out.size)
+
+
+def index_error(what: str, value: int, size: int, axis: int | None, ignore: int | None = None) -> IndexError:
+    """The IndexError for an out-of-range index (NumPy's wording) or class label.
+
+    >>> str(index_error("take", 10, 3, 0))
+    'take: index 10 is out of bounds for axis 0 with size 3'
+    """
+    if axis is not None:
+        return IndexError(f"{what}: index {value} is out of bounds for axis {axis} with size {size}")
+    also = f", or ignore_index {ignore}" if ignore is not None else ""
+    return IndexError(f"{what}: label {value} is out of bounds for {size} classes (valid: 0 to "
+                      f"{size - 1}{also})")
+
+
+def _check_index(node, ins, out, ctx) -> None:
+    a = node.attrs
+    n, ignore = a["size"], a["ignore"]
+    decl = binding(1, "int", "out_") + binding(2, "int", "idx", readonly=True) + binding(3, "int", "err")
+
+    def error(w, what=a["what"], axis=a["axis"]):
+        return index_error(what, int(w[1]) if w[1] > 0 else int(w[2]), n, axis, ignore)
+    err = ctx.check(error)
+    k = ctx.kernel("CheckIndex", _CHECK.format(decl=decl), 3)
+    meta = [out.size, n, -n if a["negative"] else 0, ignore is not None, 0 if ignore is None else ignore]
+    ctx.dispatch(k, meta, [out, ins[0], err], writes=(0, 2), threads=out.size)
 
 
 def lower(node, ins, out, ctx) -> None:
-    """Lower IndexSelect or ScatterAdd to gather dispatches (see the module docstring)."""
+    """Lower IndexSelect, ScatterAdd or CheckIndex (see the module docstring)."""
     if node.op is OpKind.IndexSelect:
         _index_select(node, ins, out, ctx)
     elif node.op is OpKind.ScatterAdd:
         _scatter_add(node, ins, out, ctx)
+    elif node.op is OpKind.CheckIndex:
+        _check_index(node, ins, out, ctx)
     else:
         raise NotImplementedError(f"index family: no lowering for {node.op.value}")

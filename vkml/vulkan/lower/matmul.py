@@ -104,7 +104,11 @@ def set_tiling(t: Tiling | None) -> None:
     """Force a tiling for later MatMuls (tuning, and tests of the other device type's
     kernel); None restores the per-device default.
 
-    >>> set_tiling(Tiling("shared", tm=4, tn=4, bm=32, bn=32, bk=8))  # doctest: +SKIP
+    >>> import vkml.numpy as vnp
+    >>> set_tiling(Tiling("shared", tm=4, tn=4, bm=32, bn=32, bk=8))
+    >>> vnp.matmul(vnp.ones((3, 5)), vnp.ones((5, 2))).numpy().tolist()
+    [[5.0, 5.0], [5.0, 5.0], [5.0, 5.0]]
+    >>> set_tiling(None)
     """
     global _override
     _override = t
@@ -131,8 +135,13 @@ def choose_tiling(dev, dtype, M: int, N: int, K: int, prefer: Tiling | None = No
     (prefer: a tiling to use instead of the device type's default, unless overridden).
 
     >>> from vkml.vulkan import device
-    >>> choose_tiling(device.get(), "float32", 1024, 1024, 1024)  # doctest: +SKIP
-    Tiling(strategy='subgroup', tm=64, tn=8, bm=0, bn=0, bk=0, wa=2, wb=8)
+    >>> dev = device.get()
+    >>> t = choose_tiling(dev, "float32", 1024, 1024, 1024)   # the device type's default
+    >>> t.strategy == ("subgroup" if dev.is_cpu else "shared")
+    True
+    >>> small = Tiling("shared", tm=4, tn=4, bm=32, bn=32, bk=8)   # fits any Vulkan device
+    >>> choose_tiling(dev, "float32", 64, 64, 64, prefer=small)
+    Tiling(strategy='shared', tm=4, tn=4, bm=32, bn=32, bk=8, wa=1, wb=1)
     """
     t = _override or prefer or (cpu_tiling(dev.subgroup_size) if dev.is_cpu else GPU_TILING)
     T = dt.glsl_type(dtype)
@@ -1014,6 +1023,63 @@ def _is_identity(st, shape) -> bool:
     return all(d == 1 or s == c for d, s, c in zip(shape, st, _contiguous(shape)))
 
 
+INT_UNROLL = 32          # int32 products: k steps per loop iteration (K up to INT_MAX_K)
+INT_MAX_K = INT_UNROLL * 65000
+
+
+@lru_cache(maxsize=None)
+def _int_source(rank: int, ta: bool, tb: bool) -> str:
+    """One thread per output of an int32 product, exact: each a*b (|.| < 2^62) is split
+    into its high and low 32-bit halves, summed apart in int64 (no sum of 2^31 terms can
+    overflow), and the result is int32 only where high:low fits; else err[0] is set.
+    The k loop does INT_UNROLL steps an iteration: lavapipe ends a loop at 65535.
+    meta = [M, N, K, rows, batch extents, A's batch strides, B's]."""
+    L = ["#extension GL_ARB_gpu_shader_int64 : enable\n",
+         binding(1, "int", "C"), binding(2, "int", "A", readonly=True),
+         binding(3, "int", "B", readonly=True), binding(4, "int", "err"),
+         "void main() {",
+         "  uint gi = gidx();",
+         "  int M = meta[0], N = meta[1], K = meta[2];",
+         "  if (gi >= uint(meta[3]) * uint(N)) return;",
+         "  int o = int(gi); int n = o % N; int m = (o / N) % M; int bt = o / (N * M);",
+         "  int ao = 0, bo = 0, rem = bt;"]
+    for j in range(rank - 1, -1, -1):
+        L.append(f"  {{ int d = rem % meta[4 + {j}]; rem /= meta[4 + {j}]; "
+                 f"ao += d * meta[{4 + rank + j}]; bo += d * meta[{4 + 2 * rank + j}]; }}")
+    a_at = "ao + k * M + m" if ta else "ao + m * K + k"
+    b_at = "bo + n * K + k" if tb else "bo + k * N + n"
+    step = f"{{ int64_t p = int64_t(A[{a_at}]) * int64_t(B[{b_at}]); hi += p >> 32; lo += p & 0xffffffffl; }}"
+    L += ["  int64_t hi = 0l, lo = 0l;", "  int k = 0;",
+          f"  for (; k + {INT_UNROLL} <= K; ) {{"]
+    L += ["    " + step + " ++k;"] * INT_UNROLL
+    L += ["  }", "  for (; k < K; ++k) " + step,
+          "  hi += lo >> 32; lo &= 0xffffffffl;",
+          "  if (!((hi == 0l && lo < 0x80000000l) || (hi == -1l && lo >= 0x80000000l))) atomicOr(err[0], 1);",
+          "  C[o] = int(uint(lo));",
+          "}"]
+    return "\n".join(L) + "\n"
+
+
+def _int_matmul(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb) -> None:
+    """An int32 product, exact or an OverflowError (`_int_source`); never wrapped."""
+    from .reduce import overflow_error
+    shapes = (tuple(node.inputs[0].shape), tuple(node.inputs[1].shape))
+    if not ctx.dev.has_int64:
+        raise overflow_error("MatMul", shapes[0], (), ctx.dev.name)
+
+    def error(w):
+        return OverflowError(f"MatMul: an element of the int32 product of {shapes[0]} @ {shapes[1]} "
+                             f"does not fit int32, the device's only integer type (it would wrap): "
+                             f"cast the operands to float64 first (x.astype('float64'))")
+    if K > INT_MAX_K:
+        raise ValueError(f"MatMul: an int32 product of {shapes[0]} @ {shapes[1]} sums K = {K} terms, "
+                         f"more than the {INT_MAX_K} its exact kernel takes; cast to float64")
+    err = ctx.check(error)
+    k = ctx.kernel("MatMul_int", _int_source(len(shp), ta, tb), 4)
+    ctx.dispatch(k, [M, N, K, M * nbatch, *shp, *sa, *sb], [out, a, b, err], writes=(0, 3),
+                 threads=M * N * nbatch)
+
+
 def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None) -> None:
     """Queue the dispatch computing node (MatMul) from views ins = (A, B) into out.
 
@@ -1042,6 +1108,10 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
     if len(shp) > MAX_BATCH_RANK:
         raise ValueError(f"MatMul: {len(shp)} non-mergeable batch dims exceed the kernel limit of "
                          f"{MAX_BATCH_RANK} (shapes {a.shape} @ {b.shape})")
+    if node.dtype == dt.int32:
+        assert epilogue is None, "fusion gives int32 products no epilogue"
+        _int_matmul(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb)
+        return
     T = dt.glsl_type(node.dtype)
     t, prefetch = select_tiling(ctx.dev, node.dtype, M, N, K, nbatch, ta, tb)
     # the subgroup kernel's CPU-tuned variants (swap, interleave, tail) on CPU devices

@@ -30,6 +30,12 @@ ArgMax/ArgMin carry (value, index) pairs, ties going to the smaller index, so th
 occurrence wins in any order. A float Prod carries (mantissa, binary exponent) pairs,
 renormalised at every step, so no partial product over- or underflows whatever the
 magnitudes; only the final value is rounded into range (inf or a signed 0).
+
+An int32 Sum or Prod accumulates in int64 (GL_ARB_gpu_shader_int64; partials in scratch
+are int64 too), a product saturating at +-(2^31 + 1) so it cannot wrap int64 either; the
+final pass sets a device check (`executor.LowerCtx.check`) where the result does not fit
+int32, and the host raises OverflowError naming the op and the shape: never a wrapped
+value. A device without shaderInt64 is refused at lowering, with the same advice.
 """
 from __future__ import annotations
 
@@ -175,6 +181,23 @@ def _wide_leaves(modes, n: int, vec: int) -> list[bool]:
             for j in range(n)]
 
 
+def is_wide(op: OpKind, dtype) -> bool:
+    """An int32 Sum or Prod: accumulated in int64 and checked against int32 at the end."""
+    return op in (OpKind.Sum, OpKind.Prod) and np.dtype(dtype) == dt.int32
+
+
+def overflow_error(op: str, shape, axes, dev_name: str | None = None):
+    """The OverflowError (or, with dev_name, the refusal) for an int32 accumulation whose
+    result does not fit int32."""
+    hint = "cast the input to float64 first (x.astype('float64'))"
+    if dev_name is not None:
+        return dt.DTypeError(f"{op}: an int32 {op} of shape {tuple(shape)} accumulates in int64 so that "
+                             f"it cannot wrap, which needs shaderInt64; {dev_name} does not have it: {hint}")
+    return OverflowError(f"{op}: the result over axes {tuple(axes)} of an int32 array of shape "
+                         f"{tuple(shape)} does not fit int32, the device's only integer type (it "
+                         f"would wrap): {hint}")
+
+
 def is_pair(op: OpKind, dtype) -> bool:
     """Ops whose running value is a (value, int) pair: ArgMax/ArgMin carry the index,
     a float Prod carries a mantissa and a binary exponent (so no partial product can
@@ -214,7 +237,7 @@ def _layout(node, prologue=None):
     if node.size == 0 or _prod(red) == 0:
         return [], []
     passes = plan(kept, red, strategy())
-    isz = dt.itemsize(node.inputs[0].dtype)
+    isz = 8 if is_wide(node.op, node.inputs[0].dtype) else dt.itemsize(node.inputs[0].dtype)
     pair = is_pair(node.op, node.inputs[0].dtype)
     regions, off = [], 0
     for p in passes[:-1]:
@@ -274,6 +297,17 @@ def _functions(op: OpKind, dtype, vec: int) -> str:
     up = op in (OpKind.Max, OpKind.ArgMax)
     cmp, vcmp = (">", "greaterThan") if up else ("<", "lessThan")
     out = []
+    if is_wide(op, dtype):
+        # int64 running values; a product saturates at +-(2^31 + 1): beyond int32 either
+        # way (so still reported), and the product of two such fits int64. 0 stays exact.
+        if op is OpKind.Sum:
+            e = "a + b"
+        else:
+            e = "clamp(a * b, {0}(-2147483649l), {0}(2147483649l))"
+        out.append(f"int64_t comb(int64_t a, int64_t b) {{ return {e.format('int64_t')}; }}\n")
+        if vec > 1:
+            out.append(f"i64vec4 comb(i64vec4 a, i64vec4 b) {{ return {e.format('i64vec4')}; }}\n")
+        return "".join(out)
     if op is OpKind.Prod and fl:
         # (mantissa in [0.5, 1), exponent): each step renormalises; inf/nan/0 stay as is
         emax, emin = (128, -149) if T == "float" else (1024, -1074)
@@ -388,6 +422,10 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     IV = "ivec4" if vec > 1 else "int"
     arg = op in _ARG
     pair = is_pair(op, dtype)
+    w64 = is_wide(op, dtype)
+    # A/AV: the running value's type (int64 for an int32 Sum/Prod), XV: what x holds
+    A, AV = ("int64_t", "i64vec4" if vec > 1 else "int64_t") if w64 else (T, V)
+    XV = AV if w64 and not first else V
     KN, KS = 5, 5 + K
     QN, QS = 5 + 2 * K, 5 + 2 * K + Q
     pro = pro if first else None
@@ -399,7 +437,7 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
         b.append(binding(len(b) + 1, epi[3], "oe"))
     else:
         if not (arg and final):
-            b.append(binding(len(b) + 1, T, "ov"))
+            b.append(binding(len(b) + 1, T if final else A, "ov"))
         if pair and (arg or not final):
             b.append(binding(len(b) + 1, "int", "oi"))
     wide = _wide_leaves(pro[4], len(pro[3]), vec) if pro is not None else []
@@ -415,14 +453,18 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
             b.append(texel_binding(len(b) + 1, f"y{j}") if is_tex(j) else
                      binding(len(b) + 1, _vtype(t) if wide[j] else t, f"y{j}", readonly=True))
     else:
-        b.append(texel_binding(len(b) + 1, "x") if is_tex(0) else binding(len(b) + 1, V, "x", readonly=True))
+        b.append(texel_binding(len(b) + 1, "x") if is_tex(0) else binding(len(b) + 1, XV, "x", readonly=True))
     if pair and not first:
         b.append(binding(len(b) + 1, IV, "xi", readonly=True))
     if epi is not None:
         for j, t in enumerate(epi[4]):
             b.append(binding(len(b) + 1, t, f"z{j}", readonly=True))
+    if w64 and final:
+        b.append(binding(len(b) + 1, "int", "err"))     # the device check, bound last
     ident = _identity(op, dtype)
-    L = ["".join(b)]
+    if w64:
+        ident = f"{A}({ident[len(T) + 1:-1]})"
+    L = (["#extension GL_ARB_gpu_shader_int64 : enable\n"] if w64 else []) + ["".join(b)]
     fused = [f for f in (pro, epi) if f is not None]
     if any(f[1] for f in fused):
         L.append(math_lib("double" if any(f[2] for f in fused) else "float"))
@@ -430,7 +472,7 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     L.append(_functions(op, dtype, vec))
     row = kind == "row"
     if row:
-        L.append(f"shared {T} sv[{lx}];\n")
+        L.append(f"shared {A} sv[{lx}];\n")
         if pair:
             L.append(f"shared int si[{lx}];\n")
     L.append("void main() {")
@@ -495,6 +537,8 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
         value = calls[0] if vec == 1 else f"{V}({', '.join(calls)})"
     else:
         value = ld("x", 0, at_in, vec)
+    if w64 and first:
+        value = f"{AV}({value})"
     # the int carried with a loaded element: its index (arg) or exponent 0 (product)
     if not first:
         idx = f"xi[{at_in}]"
@@ -503,14 +547,14 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     else:
         idx = f"{IV}(0)"
     iid = "0x7fffffff" if arg else "0"
-    L.append(f"  {V} vacc = {V}({ident});")
+    L.append(f"  {AV} vacc = {AV}({ident});")
     if pair:
         L.append(f"  {IV} vai = {IV}({iid});")
     step_lines = (["      " + x for x in load_lines]
                   + [f"      comb(blk, bi, {value}, {idx});" if pair else f"      blk = comb(blk, {value});"]
                   + _advance(Q, QN))
     L += ["  while (r < rend) {",
-          f"    {V} blk = {V}({ident});" + (f" {IV} bi = {IV}({iid});" if pair else ""),
+          f"    {AV} blk = {AV}({ident});" + (f" {IV} bi = {IV}({iid});" if pair else ""),
           f"    int kend = min(rend, r + {BLOCK} * step);"]
     if not row and not pair and UNROLL > 1:
         # whole runs of UNROLL steps without the loop's per-iteration cost (lavapipe
@@ -527,11 +571,19 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
                   "  comb(acc, ai, vacc.y, vai.y); comb(acc, ai, vacc.z, vai.z); "
                   "comb(acc, ai, vacc.w, vai.w);"]
         else:
-            L.append(f"  {T} acc = comb(comb(vacc.x, vacc.y), comb(vacc.z, vacc.w));")
+            L.append(f"  {A} acc = comb(comb(vacc.x, vacc.y), comb(vacc.z, vacc.w));")
     else:
-        L.append(f"  {T} acc = vacc;" + (" int ai = vai;" if pair else ""))
+        L.append(f"  {A} acc = vacc;" + (" int ai = vai;" if pair else ""))
 
     def emit(v: str, i: str | None, at: str) -> list[str]:
+        if final and w64:
+            # the int64 result: flag one outside int32, store it narrowed either way
+            head = [f"int64_t fin = {v};",
+                    "if (fin < -2147483648l || fin > 2147483647l) atomicOr(err[0], 1);"]
+            return ["{"] + head + emit_final("int(fin)", i, at) + ["}"]
+        return emit_final(v, i, at)
+
+    def emit_final(v: str, i: str | None, at: str) -> list[str]:
         if final:
             if arg:
                 val = i
@@ -556,6 +608,13 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     at = "o" if final else "int(g)"
     if not row:
         L += ["  " + s for s in emit("acc", "ai", at)]
+    elif w64:
+        # a shared-memory tree: subgroup operations on int64 need an extra device feature
+        L += ["  sv[t] = acc;", "  barrier();",
+              f"  for (int h = {lx // 2}; h > 0; h >>= 1) {{",
+              "    if (t < h) sv[t] = comb(sv[t], sv[t + h]);",
+              "    barrier();", "  }",
+              "  if (t == 0) {"] + ["    " + s for s in emit("sv[0]", None, at)] + ["  }"]
     elif pair:
         L += ["  sv[t] = acc; si[t] = ai;", "  barrier();",
               f"  for (int h = {lx // 2}; h > 0; h >>= 1) {{",
@@ -615,7 +674,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
     region's value at each output instead of the reduction (out is then its view).
 
     >>> import vkml.numpy as vnp
-    >>> float(vnp.sum(vnp.ones((4, 5)), axis=(0, 1)))  # doctest: +SKIP
+    >>> float(vnp.sum(vnp.ones((4, 5)), axis=(0, 1)))
     20.0
     """
     from .elementwise import arange_leaf, region_function, uses_double
@@ -634,6 +693,9 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         fill_view(ctx, out, {OpKind.Sum: 0, OpKind.Prod: 1, OpKind.Mean: float("nan")}[op])
         return
     pair = is_pair(op, xn.dtype)
+    w64 = is_wide(op, xn.dtype)
+    if w64 and not ctx.dev.has_int64:
+        raise overflow_error(op.value, xn.shape, axes, ctx.dev.name)
     passes, regions = _layout(node, None if prologue is None else preg)
     pro_key = epi_key = None
     if prologue is not None:
@@ -667,7 +729,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         else:
             (vo, vs), (io, is_) = regions[i]
             m = p.n_out * p.S
-            views.append(ctx.scratch.sub(vo, vs, (m,), xn.dtype))
+            views.append(ctx.scratch.sub(vo, vs, (m,), np.int64 if w64 else xn.dtype))
             if pair:
                 views.append(ctx.scratch.sub(io, is_, (m,), dt.int32))
         writes = tuple(range(len(views)))
@@ -688,6 +750,10 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         if p.final and epilogue is not None:
             meta += epi_meta
             views += epi_views
+        if p.final and w64:
+            shape = xn.shape
+            writes += (len(views),)
+            views.append(ctx.check(lambda w, o=op.value: overflow_error(o, shape, axes)))
         if p.first and prologue is not None:
             wide = _wide_leaves(modes, len(pviews), p.vec)
             fmts = [texel_format(ctx.dev, v, 4 if w else 1) for v, w in zip(pviews, wide)]

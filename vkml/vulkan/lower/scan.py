@@ -8,6 +8,10 @@ scanning serially. Long rows are cut into S blocks of C elements:
   3. one thread per block scans it from zero and adds the sum of the blocks before it.
 Scanning each block from zero and adding the prefix once keeps the rounding error of an
 element at about C + log(N) ulps instead of the N of a serial loop.
+
+An int32 cumsum runs in int64 (block totals and their scan too), and an output that does
+not fit int32 sets a device check: the host raises OverflowError (`reduce.overflow_error`)
+instead of returning wrapped values. Without shaderInt64 it is refused at lowering.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from .sizing import cdiv, device_kind, round_up
 
 from dataclasses import dataclass
 from functools import lru_cache
+
+import numpy as np
 
 from ...trace import dtypes as dt
 from ..kernels import binding
@@ -70,12 +76,21 @@ def plan(A: int, N: int, B: int, itemsize: int, how: str, off: int = 0) -> tuple
     return Level(A, N, B, S, C, off, off + nb, below), end
 
 
+def _wide(dtype) -> bool:
+    """int32 scans run in int64 (checked against int32 at the end)."""
+    return np.dtype(dtype) == dt.int32
+
+
+def _acc_size(dtype) -> int:
+    return 8 if _wide(dtype) else dt.itemsize(dtype)
+
+
 def scratch_bytes(node) -> int:
     """Scratch for the block totals and their scan (0 when rows are scanned whole)."""
     if node.size == 0:
         return 0
     A, N, B = rows_of(node.shape, node.attrs["axis"])
-    return plan(A, N, B, dt.itemsize(node.dtype), strategy())[1]
+    return plan(A, N, B, _acc_size(node.dtype), strategy())[1]
 
 
 _HEAD = """
@@ -90,57 +105,86 @@ void main() {
 """
 
 
+_I64 = "#extension GL_ARB_gpu_shader_int64 : enable\n"
+
+
 @lru_cache(maxsize=None)
-def source(T: str, mode: str) -> str:
-    """mode 'totals': block sums; 'scan': block scan (+ prefix when 'scan_prefix')."""
+def source(T: str, mode: str, X: str | None = None, A: str | None = None, check: bool = False) -> str:
+    """mode 'totals': block sums; 'scan': block scan (+ prefix when 'scan_prefix').
+
+    T: the output's type; X: the input's and A: the running sums' (both T by default);
+    check: the output is narrowed from A, and one that does not fit sets err[0]."""
+    X, A = X or T, A or T
+    ext = _I64 if "int64_t" in (T, X, A) else ""
     if mode == "totals":
-        return (binding(1, T, "tot") + binding(2, T, "x", readonly=True) + _HEAD +
-                f"  {T} acc = {T}(0);\n"
+        return (ext + binding(1, A, "tot") + binding(2, X, "x", readonly=True) + _HEAD +
+                f"  {A} acc = {A}(0);\n"
                 "  while (i < iend) {\n"
-                f"    {T} part = {T}(0); int kend = min(iend, i + 32);\n"
+                f"    {A} part = {A}(0); int kend = min(iend, i + 32);\n"
                 "    for (; i < kend; ++i) part += x[base + i * B];\n"
                 "    acc += part;\n"
                 "  }\n"
                 "  tot[row * S + blk] = acc;\n}\n")
     pre = mode == "scan_prefix"
-    src = binding(1, T, "o") + binding(2, T, "x", readonly=True)
+    src = ext + binding(1, T, "o") + binding(2, X, "x", readonly=True)
     if pre:
-        src += binding(3, T, "pre", readonly=True)
+        src += binding(3, A, "pre", readonly=True)
+    if check:
+        src += binding(4 if pre else 3, "int", "err")
     src += _HEAD
-    src += f"  {T} p = {T}(0);\n"
+    src += f"  {A} p = {A}(0);\n"
     if pre:
         src += "  if (blk > 0) p = pre[row * S + blk - 1];\n"
-    src += (f"  {T} run = {T}(0);\n"
-            "  for (; i < iend; ++i) { int at = base + i * B; run += x[at]; o[at] = p + run; }\n}\n")
-    return src
+    store = "o[at] = p + run;"
+    if check:
+        store = ("A v = p + run; if (v < -2147483648l || v > 2147483647l) bad = true; o[at] = T(v);"
+                 .replace("A v", f"{A} v").replace("T(v)", f"{T}(v)"))
+        src += "  bool bad = false;\n"
+    src += (f"  {A} run = {A}(0);\n"
+            f"  for (; i < iend; ++i) {{ int at = base + i * B; run += x[at]; {store} }}\n")
+    if check:
+        src += "  if (bad) atomicOr(err[0], 1);\n"
+    return src + "}\n"
 
 
-def _emit(ctx, lv: Level, x, out, T: str) -> None:
+def _emit(ctx, lv: Level, x, out, T: str, check=None) -> None:
+    """Scan x into out at level lv; check: the device check of an int32 scan (its
+    levels below run on int64 totals)."""
     rows = lv.A * lv.B
     meta = [rows, lv.N, lv.S, lv.C, lv.B]
     n = rows * lv.S
+    A = "int64_t" if check is not None else None
+    extra = [check] if check is not None else []
     if lv.S == 1:
-        k = ctx.kernel("Cumsum", source(T, "scan"), 2)
-        ctx.dispatch(k, meta, [out, x], threads=n)
+        k = ctx.kernel("Cumsum", source(T, "scan", None, A, check is not None), 2 + len(extra))
+        ctx.dispatch(k, meta, [out, x] + extra, writes=tuple(range(0, 1 + 2 * len(extra), 2)), threads=n)
         return
-    nbytes = n * dt.itemsize(x.dtype)
-    tot = ctx.scratch.sub(lv.totals, nbytes, (rows, lv.S), x.dtype)
-    pre = ctx.scratch.sub(lv.prefix, nbytes, (rows, lv.S), x.dtype)
-    k = ctx.kernel("Cumsum_totals", source(T, "totals"), 2)
+    adt = np.dtype(np.int64) if check is not None else x.dtype
+    nbytes = n * adt.itemsize
+    tot = ctx.scratch.sub(lv.totals, nbytes, (rows, lv.S), adt)
+    pre = ctx.scratch.sub(lv.prefix, nbytes, (rows, lv.S), adt)
+    k = ctx.kernel("Cumsum_totals", source(A or T, "totals", T), 2)
     ctx.dispatch(k, meta, [tot, x], threads=n)
-    _emit(ctx, lv.below, tot, pre, T)
-    k = ctx.kernel("Cumsum_scan", source(T, "scan_prefix"), 3)
-    ctx.dispatch(k, meta, [out, x, pre], threads=n)
+    _emit(ctx, lv.below, tot, pre, A or T)
+    k = ctx.kernel("Cumsum_scan", source(T, "scan_prefix", None, A, check is not None), 3 + len(extra))
+    ctx.dispatch(k, meta, [out, x, pre] + extra, writes=(0, 3) if extra else (0,), threads=n)
 
 
 def lower(node, ins, out, ctx) -> None:
     """Inclusive cumsum of ins[0] along node.attrs['axis'].
 
     >>> import vkml.numpy as vnp
-    >>> vnp.cumsum(vnp.asarray([1, 2, 3]))  # doctest: +SKIP
+    >>> vnp.cumsum(vnp.asarray([1, 2, 3]))
     Array([1, 3, 6], dtype=int32)
     """
+    from .reduce import overflow_error
     x = ins[0]
     A, N, B = rows_of(x.shape, node.attrs["axis"])
-    lv, _ = plan(A, N, B, dt.itemsize(x.dtype), strategy())
-    _emit(ctx, lv, x, out, dt.glsl_type(x.dtype))
+    lv, _ = plan(A, N, B, _acc_size(x.dtype), strategy())
+    check = None
+    if _wide(x.dtype):
+        if not ctx.dev.has_int64:
+            raise overflow_error("Cumsum", x.shape, (node.attrs["axis"],), ctx.dev.name)
+        shape, axis = x.shape, node.attrs["axis"]
+        check = ctx.check(lambda w: overflow_error("Cumsum", shape, (axis,)))
+    _emit(ctx, lv, x, out, dt.glsl_type(x.dtype), check)

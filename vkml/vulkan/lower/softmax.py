@@ -207,7 +207,9 @@ def lower(node, ins, out, ctx) -> None:
 
     >>> import vkml
     >>> from vkml.trace.ops import OpKind
-    >>> vkml.array.bind(OpKind.Softmax, [vkml.numpy.zeros((2, 4))], axis=1)  # doctest: +SKIP
+    >>> vkml.array.bind(OpKind.Softmax, [vkml.numpy.zeros((2, 4))], axis=1)
+    Array([[0.25, 0.25, 0.25, 0.25],
+           [0.25, 0.25, 0.25, 0.25]], dtype=float32)
     """
     x = ins[0]
     A, N, B = rows_of(x.shape, node.attrs["axis"])

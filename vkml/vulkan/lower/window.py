@@ -35,8 +35,9 @@ _DIVISORS = ("L", "CK", "KK", "KW", "OW", "W", "H", "SH", "SW", "OH")
 def _div(x: str, d: str) -> str:
     return f"int(udiv(uint({x}), m{d}, s{d}))"
 
+# the identity of max: -inf, and INT_MIN for int32 (what a window wholly in the padding gives)
 _NEG_INF = {"float": "uintBitsToFloat(0xff800000u)",
-            "double": "packDouble2x32(uvec2(0u, 0xfff00000u))"}
+            "double": "packDouble2x32(uvec2(0u, 0xfff00000u))", "int": "int(0x80000000u)"}
 
 _IM2COL = """{decl}
 void main() {{
@@ -129,7 +130,7 @@ _WINDOW_MAX = """
       int w = ow * SW - PW + kj * DW;
       if (w < 0 || w >= W) continue;
       {T} v = x[(nc * H + h) * W + w];
-      if (arg < 0 || (!isnan(m) && (v > m || isnan(v)))) {{ m = v; arg = ki * KW + kj; }}
+      if (arg < 0 || {better}) {{ m = v; arg = ki * KW + kj; }}
     }}
   }}
 """
@@ -164,6 +165,12 @@ void main() {{
   dx[o] = acc;
 }}
 """
+
+
+def _window_max(T: str) -> str:
+    """The window-max loop for GLSL type T (no nan test on integers)."""
+    better = "v > m" if T == "int" else "(!isnan(m) && (v > m || isnan(v)))"
+    return _WINDOW_MAX.format(T=T, neg_inf=_NEG_INF[T], better=better)
 
 
 def _meta(total: int, x_shape: tuple, out_hw: tuple, attrs: dict) -> list[int]:
@@ -225,7 +232,7 @@ def lower(node, ins, out, ctx) -> None:
         ctx.dispatch(k, _meta(out.size, out.shape, (oh, ow), a), [out, ins[0]], threads=out.size)
     elif op is OpKind.MaxPool2d:
         x = ins[0]
-        wmax = _WINDOW_MAX.format(T=T, neg_inf=_NEG_INF[T])
+        wmax = _window_max(T)
         decl = binding(1, T, "y") + binding(2, T, "x", readonly=True)
         k = ctx.kernel("MaxPool2d", _src(_POOL, decl=decl, wmax=wmax), 2)
         ctx.dispatch(k, _meta(out.size, x.shape, out.shape[2:], a), [out, x], threads=out.size)
@@ -234,7 +241,7 @@ def lower(node, ins, out, ctx) -> None:
         meta_w = _meta(g.size, x.shape, g.shape[2:], a)
         argm = ctx.scratch.sub(0, 4 * g.size, (g.size,), dt.int32)
         # pass 1: each window's argmax once, so pass 2 does not redo kh*kw work per visit
-        wmax = _WINDOW_MAX.format(T=T, neg_inf=_NEG_INF[T])
+        wmax = _window_max(T)
         decl = binding(1, "int", "argm") + binding(2, T, "x", readonly=True)
         k = ctx.kernel("MaxPool2dArgmax", _src(_ARGMAX, decl=decl, wmax=wmax), 2)
         ctx.dispatch(k, meta_w, [argm, x], threads=g.size)

@@ -451,6 +451,19 @@ float vk_erf(float x) {
     return isnan(x) ? x : uintBitsToFloat(floatBitsToUint(e) | (floatBitsToUint(x) & 0x80000000u));
 }
 
+// int32 x ** y by binary exponentiation, wrapping like NumPy's; y < 0 (NumPy refuses it,
+// a traced exponent cannot be refused) is the truncated 1 / x ** -y
+int vk_ipow(int a, int b) {
+    if (b < 0) return (a == 1) ? 1 : ((a == -1) ? (((b & 1) != 0) ? -1 : 1) : 0);
+    int r = 1;
+    while (b > 0) {
+        if ((b & 1) != 0) r *= a;
+        a *= a;
+        b >>= 1;
+    }
+    return r;
+}
+
 // C99/NumPy pow: pow(x, 0) = pow(1, y) = 1 even for nan; a negative base needs an integral
 // exponent (odd ones keep the sign); otherwise exp(y log|x|) with log in float-float
 float vk_pow(float a, float b) {
@@ -485,3 +498,39 @@ float vk_pow(float a, float b) {
 // Vulkan's OpFDiv precision holds only for |b| in [2^-126, 2^126]; NVIDIA computes a * rcp(b),
 // which turns inf / 3e38 into nan. Scaling both operands by 1/4 keeps huge divisors in range.
 float vk_div(float a, float b) { return abs(b) > 8.507059e37 ? (a * 0.25) / (b * 0.25) : a / b; }
+
+// C's fmod, exactly: |x| reduced by |y| * 2^k for k from the largest that fits down to 0.
+// Each subtraction has t <= r < 2t, so it is exact (Sterbenz); at most ~280 steps.
+float vk_fmod(float x, float y) {
+    float ax = abs(x), ay = abs(y);
+    if (isnan(x) || isnan(y) || isinf(x) || ay == 0.0) return vk_f_nan();
+    if (!(ax >= ay)) return x;
+    float t = ay;
+    while (t + t <= ax) t += t;
+    float r = ax;
+    while (t >= ay) { if (r >= t) r -= t; t *= 0.5; }
+    return x < 0.0 ? -r : r;
+}
+
+// NumPy's floor division and remainder (npy_divmod): from the exact fmod, the quotient
+// (a - mod) / b snapped to an integer, the remainder with the divisor's sign; b == 0
+// gives a / b and nan.
+float vk_floordiv(float a, float b) {
+    if (b == 0.0) return vk_div(a, b);
+    float m = vk_fmod(a, b);
+    float d = vk_div(a - m, b);
+    if (m != 0.0 && ((b < 0.0) != (m < 0.0))) d -= 1.0;
+    if (d == 0.0) {
+        bool neg = (floatBitsToUint(vk_div(a, b)) >> 31) != 0u;
+        return uintBitsToFloat(neg ? 0x80000000u : 0u);
+    }
+    float f = floor(d);
+    return (d - f > 0.5) ? f + 1.0 : f;
+}
+
+float vk_remainder(float a, float b) {
+    float m = vk_fmod(a, b);
+    if (b == 0.0) return m;
+    if (m != 0.0) return ((b < 0.0) != (m < 0.0)) ? m + b : m;
+    return uintBitsToFloat(b < 0.0 ? 0x80000000u : 0u);
+}

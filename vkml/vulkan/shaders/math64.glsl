@@ -444,3 +444,36 @@ double vk_pow(double a, double b) {
 
 // The same guard for doubles (2^1020).
 double vk_div(double a, double b) { return abs(b) > 1.1235582092889474e307LF ? (a * 0.25LF) / (b * 0.25LF) : a / b; }
+
+// fmod, floor division and remainder for doubles: as the float32 ones (about 2100
+// reduction steps at most).
+double vk_fmod(double x, double y) {
+    double ax = abs(x), ay = abs(y);
+    if (isnan(x) || isnan(y) || isinf(x) || ay == 0.0LF) return vk_d_nan();
+    if (!(ax >= ay)) return x;
+    double t = ay;
+    while (t + t <= ax) t += t;
+    double r = ax;
+    while (t >= ay) { if (r >= t) r -= t; t *= 0.5LF; }
+    return x < 0.0LF ? -r : r;
+}
+
+double vk_floordiv(double a, double b) {
+    if (b == 0.0LF) return vk_div(a, b);
+    double m = vk_fmod(a, b);
+    double d = vk_div(a - m, b);
+    if (m != 0.0LF && ((b < 0.0LF) != (m < 0.0LF))) d -= 1.0LF;
+    if (d == 0.0LF) {
+        bool neg = (unpackDouble2x32(vk_div(a, b)).y >> 31) != 0u;
+        return packDouble2x32(uvec2(0u, neg ? 0x80000000u : 0u));
+    }
+    double f = floor(d);
+    return (d - f > 0.5LF) ? f + 1.0LF : f;
+}
+
+double vk_remainder(double a, double b) {
+    double m = vk_fmod(a, b);
+    if (b == 0.0LF) return m;
+    if (m != 0.0LF) return ((b < 0.0LF) != (m < 0.0LF)) ? m + b : m;
+    return packDouble2x32(uvec2(0u, b < 0.0LF ? 0x80000000u : 0u));
+}
