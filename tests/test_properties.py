@@ -6,8 +6,9 @@ earlier values. The same step functions run on vkml.numpy (eager and under vkml.
 on NumPy, so a failure prints the program as readable code. Shapes come from a small
 set of dimensions, so that kernels repeat across examples (each new one is compiled once).
 
-Examples per test: `settings` below for CI (derandomized: every run checks the same
-programs); VKML_HYPOTHESIS_EXAMPLES=5000 (tests/conftest.py) runs more, still seeded.
+Examples per test: `_settings` below, 260 in all for CI (derandomized, no database: every
+run checks the same programs; tests/conftest.py loads that profile for every hypothesis
+test); VKML_HYPOTHESIS_EXAMPLES=5000 runs about that many over these tests, still seeded.
 """
 from __future__ import annotations
 
