@@ -163,7 +163,7 @@ def test_too_large_tensor_raises_before_allocating():
     limit = rt.dev.max_storage_buffer_range
     n = limit // 4 + 2_000_000        # just over the device's limit (lavapipe: 128 MiB)
     blocks, live = len(rt.allocator.blocks), rt.allocator.live_bytes
-    with raises(ValueError, "Full", "maxStorageBufferRange", f"{limit / 2**20:g} MiB",
+    with raises(ValueError, "Full", "maxStorageBufferRange", f"{limit / 2**20:.1f} MiB",
                 f"{n * 4 / 2**20:.1f} MiB", f"{n * 4:,} bytes", f"{limit:,} bytes"):
         vnp.zeros((n,), vnp.float32)
     assert len(rt.allocator.blocks) == blocks and rt.allocator.live_bytes == live

@@ -753,7 +753,9 @@ def test_integer_powers_are_exact():
     v = RNG.uniform(-10, 10, 50).astype(F32)
     np.testing.assert_array_equal(np.asarray(vnp.asarray(v) ** 2), v * v)
     np.testing.assert_array_equal(np.asarray(vnp.asarray(v) ** 1.0), v)
-    np.testing.assert_array_equal(np.asarray(vnp.asarray(v) ** -1), np.float32(1) / v)
+    # a negative power ends in one division, which Vulkan lets be 2.5 ulp off (NVIDIA's
+    # is; lavapipe's is exact): the multiplications before it are exact
+    np.testing.assert_array_max_ulp(np.asarray(vnp.asarray(v) ** -1), np.float32(1) / v, maxulp=3)
 
 
 def test_power_with_constant_exponents_matches_numpy():

@@ -30,19 +30,24 @@ _HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHE
 
 
 def _bytes(n: int, other: int | None = None) -> str:
-    """n bytes, exactly and in MiB, with as many MiB digits as it takes to tell n from
-    `other` (a limit just exceeded must not print as equal to it: "128.0 MiB exceeds 128 MiB").
+    """n bytes, exactly and in MiB; with `other`, "n ... exceeds other ..." wording's two
+    sizes, each with as many MiB digits as it takes to tell them apart (a limit just
+    exceeded must not print as equal to it: "128.0 MiB exceeds 128 MiB").
 
-    >>> _bytes(2**27 + 20_000, 2**27), _bytes(2**27)
-    ('134,237,728 bytes (128.02 MiB)', '134,217,728 bytes (128 MiB)')
+    >>> _bytes(2**27 + 20_000, 2**27)
+    ('134,237,728 bytes (128.02 MiB)', '134,217,728 bytes (128.00 MiB)')
+    >>> _bytes(2**32, 2**32 - 1)
+    ('4,294,967,296 bytes (4096.000000 MiB)', '4,294,967,295 bytes (4095.999999 MiB)')
+    >>> _bytes(2**27)
+    '134,217,728 bytes (128 MiB)'
     """
     if other is None:
         return f"{n:,} bytes ({n / 2**20:g} MiB)"
-    for digits in range(1, 8):
-        mib = f"{n / 2**20:.{digits}f}"
-        if mib != f"{other / 2**20:.{digits}f}":
+    for digits in range(1, 8):   # 7 digits tell any two byte counts below 2^33 apart
+        a, b = f"{n / 2**20:.{digits}f}", f"{other / 2**20:.{digits}f}"
+        if a != b:
             break
-    return f"{n:,} bytes ({mib} MiB)"
+    return f"{n:,} bytes ({a} MiB)", f"{other:,} bytes ({b} MiB)"
 
 
 class OutOfMemoryError(MemoryError):
@@ -244,9 +249,9 @@ class Allocator:
 
     def _check(self, nbytes: int, what: str) -> None:
         if nbytes > self.dev.max_storage_buffer_range:
+            sizes = _bytes(nbytes, self.dev.max_storage_buffer_range)
             raise ValueError(
-                f"{what}: {_bytes(nbytes, self.dev.max_storage_buffer_range)} exceeds this "
-                f"device's maxStorageBufferRange of {_bytes(self.dev.max_storage_buffer_range)} "
+                f"{what}: {sizes[0]} exceeds this device's maxStorageBufferRange of {sizes[1]} "
                 f"({self.dev.name}); one tensor "
                 f"must fit in one storage buffer binding. Split it into smaller arrays.")
 

@@ -515,15 +515,36 @@ float vk_fmod(float x, float y) {
 // NumPy's floor division and remainder (npy_divmod): from the exact fmod, the quotient
 // (a - mod) / b snapped to an integer, the remainder with the divisor's sign; b == 0
 // gives a / b and nan.
+// x / y rounded to nearest, as NumPy's division is: Vulkan lets a division be 2.5 ulp off
+// (NVIDIA's is), which past 2^24 moves a floor quotient to another integer. The mantissas
+// are divided, and of the approximate quotient and its neighbours the one with the least
+// exact residual |xm - q ym| (Dekker) is taken, the even one on a tie; the exponents are
+// put back exactly. Zeros, infinities, nan and subnormals take plain division.
+float vk_f_div_rn(float x, float y) {
+    float ax = abs(x), ay = abs(y);
+    if (!(ax >= 1.17549435e-38 && ay >= 1.17549435e-38) || isinf(ax) || isinf(ay)) return vk_div(x, y);
+    int ex, ey;
+    float xm = frexp(ax, ex), ym = frexp(ay, ey);
+    float q = xm / ym;
+    float best = q, br = vk_f_inf();
+    for (int i = -2; i <= 2; i++) {
+        float c = uintBitsToFloat(uint(int(floatBitsToUint(q)) + i));
+        precise float p = c * ym;
+        precise float r = abs((xm - p) - vk_f_mulerr(c, ym, p));
+        if (r < br || (r == br && (floatBitsToUint(c) & 1u) == 0u)) { best = c; br = r; }
+    }
+    float res = ldexp(best, ex - ey);
+    return ((x < 0.0) != (y < 0.0)) ? -res : res;
+}
+
 float vk_floordiv(float a, float b) {
     if (b == 0.0) return vk_div(a, b);
     float m = vk_fmod(a, b);
-    float d = vk_div(a - m, b);
+    float d = vk_f_div_rn(a - m, b);
     if (m != 0.0 && ((b < 0.0) != (m < 0.0))) d -= 1.0;
-    if (d == 0.0) {
-        bool neg = (floatBitsToUint(vk_div(a, b)) >> 31) != 0u;
-        return uintBitsToFloat(neg ? 0x80000000u : 0u);
-    }
+    // signed zeros from integer bits: a device need not keep the sign of a float zero
+    // constant (no SignedZeroInfNanPreserve), and NVIDIA folds a select of +0 and -0 to -0
+    if (d == 0.0) return uintBitsToFloat(floatBitsToUint(vk_div(a, b)) & 0x80000000u);
     float f = floor(d);
     return (d - f > 0.5) ? f + 1.0 : f;
 }
@@ -532,5 +553,5 @@ float vk_remainder(float a, float b) {
     float m = vk_fmod(a, b);
     if (b == 0.0) return m;
     if (m != 0.0) return ((b < 0.0) != (m < 0.0)) ? m + b : m;
-    return uintBitsToFloat(b < 0.0 ? 0x80000000u : 0u);
+    return uintBitsToFloat(floatBitsToUint(b) & 0x80000000u);   // zero with b's sign
 }

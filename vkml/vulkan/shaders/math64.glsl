@@ -458,15 +458,35 @@ double vk_fmod(double x, double y) {
     return x < 0.0LF ? -r : r;
 }
 
+// x / y rounded to nearest (as vk_f_div_rn)
+double vk_d_div_rn(double x, double y) {
+    double ax = abs(x), ay = abs(y);
+    if (!(ax >= 2.2250738585072014e-308LF && ay >= 2.2250738585072014e-308LF) || isinf(ax) || isinf(ay))
+        return vk_div(x, y);
+    int ex, ey;
+    double xm = frexp(ax, ex), ym = frexp(ay, ey);
+    double q = xm / ym;
+    double best = q, br = vk_d_inf();
+    for (int i = -2; i <= 2; i++) {
+        uvec2 w = unpackDouble2x32(q);
+        uint lo = w.x + uint(i);
+        // the carry or borrow of the low word into the high one
+        uint hi = w.y + ((i > 0 && lo < w.x) ? 1u : 0u) - ((i < 0 && lo > w.x) ? 1u : 0u);
+        double c = packDouble2x32(uvec2(lo, hi));
+        precise double p = c * ym;
+        precise double r = abs((xm - p) - vk_d_mulerr(c, ym, p));
+        if (r < br || (r == br && (lo & 1u) == 0u)) { best = c; br = r; }
+    }
+    double res = ldexp(best, ex - ey);
+    return ((x < 0.0LF) != (y < 0.0LF)) ? -res : res;
+}
+
 double vk_floordiv(double a, double b) {
     if (b == 0.0LF) return vk_div(a, b);
     double m = vk_fmod(a, b);
-    double d = vk_div(a - m, b);
+    double d = vk_d_div_rn(a - m, b);
     if (m != 0.0LF && ((b < 0.0LF) != (m < 0.0LF))) d -= 1.0LF;
-    if (d == 0.0LF) {
-        bool neg = (unpackDouble2x32(vk_div(a, b)).y >> 31) != 0u;
-        return packDouble2x32(uvec2(0u, neg ? 0x80000000u : 0u));
-    }
+    if (d == 0.0LF) return packDouble2x32(uvec2(0u, unpackDouble2x32(vk_div(a, b)).y & 0x80000000u));
     double f = floor(d);
     return (d - f > 0.5LF) ? f + 1.0LF : f;
 }
@@ -475,5 +495,5 @@ double vk_remainder(double a, double b) {
     double m = vk_fmod(a, b);
     if (b == 0.0LF) return m;
     if (m != 0.0LF) return ((b < 0.0LF) != (m < 0.0LF)) ? m + b : m;
-    return packDouble2x32(uvec2(0u, b < 0.0LF ? 0x80000000u : 0u));
+    return packDouble2x32(uvec2(0u, unpackDouble2x32(b).y & 0x80000000u));   // as the float one
 }
