@@ -178,6 +178,18 @@ def test_int32_overflow_raises_under_every_transform():
     assert int(vkml.jit(vnp.sum)(vnp.full((70000,), 3, dtype="int32"))) == 210000
 
 
+def test_a_check_error_leaves_donated_inputs_whole():
+    """A result copied into a donated input's buffer before the check raised would leave
+    the caller's array holding it (review of issue 14): checked programs take fresh ones."""
+    f = vkml.jit(lambda a: vnp.cumsum(a) + 0, donate_argnums=0)
+    x = vnp.full((70000,), 65536, dtype="int32")
+    with pytest.raises(OverflowError, match="does not fit int32"):
+        np.asarray(f(x))
+    np.testing.assert_array_equal(np.asarray(x), np.full(70000, 65536, np.int32))
+    ok = vnp.full((70000,), 1, dtype="int32")
+    np.testing.assert_array_equal(np.asarray(f(ok)), np.arange(1, 70001, dtype=np.int32))
+
+
 # every operator that sums or multiplies int32 values: (name, fn(x) on an int32 array x of
 # shape (6, 4) -> result, as int64 in NumPy)
 ACCUMULATING = [

@@ -798,6 +798,11 @@ def test_integer_power_of_integer_arrays():
     check(vnp.asarray([True, False]) ** vnp.asarray([False, True]), np.array([1, 0]), I32)
     with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed."):
         a ** vnp.asarray([1, -1, 1, 1, 1], I32)
+    # a concrete exponent array inside a transform (review of issue 14: its check read a
+    # traced min back)
+    e = vnp.asarray([2, 3], I32)
+    check(vkml.jit(lambda x: x ** e)(vnp.asarray([2, 3], I32)), np.array([4, 27]), I32)
+    check(vkml.vmap(lambda x: x ** e)(vnp.asarray([[2, 3]], I32)), np.array([[4, 27]]), I32)
     # traced, a negative exponent cannot be refused: the operator's truncated value
     f = vkml.jit(lambda a, b: a ** b)
     got = f(vnp.asarray([1, -1, -1, 2, 0], I32), vnp.asarray([-3, -3, -2, -1, 5], I32))

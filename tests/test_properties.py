@@ -495,7 +495,7 @@ def test_programs_print_as_code():
 
 def test_float64_fused_reductions_keyerror():
     # issue 14: vkml/vulkan/executor.py _lower_group raised KeyError for float64 graphs with
-    # several fused reductions (fixed on main by 1e8bd71; a strict xfail here until then)
+    # several fused reductions (fixed by 1e8bd71)
     S = vnp.sum
     f = vkml.jit(lambda a, b: S(vnp.cos(a) * b) + S(vnp.sin(a) * b) + S(vnp.cos(b) * a) + S(vnp.sin(b) * a))
     a, b = np.array([0.3, -1.2, 0.7]), np.array([1.1, 0.4, -0.6])

@@ -12,7 +12,8 @@ call's return; at the call, for an eager operator), as JAX's checkify does. Chec
 one small kernel per index array, so they are off by default; `VKML_DEBUG_CHECKS=1` in
 the environment turns them on from the start.
 
-Integer overflow of int32 reductions (Sum, Prod, Cumsum) is always checked, on or off:
+Integer overflow of int32 accumulations (Sum, Prod, Cumsum, MatMul, ScatterAdd) is always
+checked, on or off:
 it raises OverflowError in the same way.
 
 Programs are traced with the switch as it is at trace time; `jit` keys its cache on it,

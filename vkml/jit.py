@@ -244,10 +244,11 @@ class Compiled:
         for ph in self.lowered.outputs:
             if ph.block.buffer is None and id(ph.block) not in binding:
                 binding[id(ph.block)] = rt.allocator.alloc(ph.nbytes, "jit output")
-        rec = Recording(rt, rebind(self.lowered.dispatches, binding), like=self.base, profile=True)
-        arm(self.lowered.checks)
-        rec.submit()
-        raise_checks(self.lowered.checks)
+        with rt.dev.lock:      # the checks' words are shared with `run`
+            rec = Recording(rt, rebind(self.lowered.dispatches, binding), like=self.base, profile=True)
+            arm(self.lowered.checks)
+            rec.submit()
+            raise_checks(self.lowered.checks)
         return rec.kernel_times()
 
     def run(self, leaves: Sequence[Array], donated: set[int]) -> list[Array]:
@@ -298,7 +299,10 @@ class Compiled:
             elif dst is None:
                 s = self._slot(ph)
                 binding[id(ph.block)] = s
-                dst = reuse[n].pop() if reuse.get(n) else rt.allocator.alloc(n, self.what)
+                # a device check may raise after the copies ran: then no donated input may
+                # hold a result
+                dst = (reuse[n].pop() if reuse.get(n) and not self.lowered.checks
+                       else rt.allocator.alloc(n, self.what))
                 copies_out.append((s, dst, n))
                 key.append(None)
             outs.append(Array._concrete(dst, node.shape, node.dtype))

@@ -418,7 +418,7 @@ def power(x, y) -> Array:
         if d == dt.bool_:
             xa, ya = xa.astype(dt.int32), ya.astype(dt.int32)
         if (ya._trace is None and math.prod(broadcast_shapes("power", xa.shape, ya.shape))
-                and bool(min(ya).numpy() < 0)):
+                and bool((ya.numpy() < 0).any())):
             raise ValueError("Integers to negative integer powers are not allowed.")
         return bind(OpKind.Pow, [xa, ya])
     return bind(OpKind.Pow, [xa, ya])

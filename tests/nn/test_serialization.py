@@ -178,6 +178,17 @@ def test_zip_bomb_is_refused_before_anything_is_inflated(tmp_path, monkeypatch):
         load(bomb)
 
 
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_members_in_other_compression_methods_are_refused_unopened(tmp_path, monkeypatch, method):
+    """bzip2 and lzma chunks inflate whole before zipfile truncates them to the declared
+    size: a member lying about its size would inflate gigabytes first (review of issue 14)."""
+    p = _archive(tmp_path / "b.npz", [("w.npy", _npy(np.zeros(100)))], method)
+    _never_opened(monkeypatch)
+    with pytest.raises(SerializationError, match=r"entry 'w' .* uses zip compression method .* stored "
+                                                 r"or deflated members only"):
+        load(p)
+
+
 def test_archive_total_is_limited_by_max_bytes(tmp_path, monkeypatch):
     p = _archive(tmp_path / "two.npz", [("a.npy", _npy(np.zeros(100))), ("b.npy", _npy(np.zeros(100)))],
                  zipfile.ZIP_DEFLATED)

@@ -195,6 +195,12 @@ def _read(path: str, max_bytes: int | None) -> dict[str, np.ndarray]:
             if key in keys:
                 raise SerializationError(f"load: {path!r} has two members named {info.filename!r}")
             keys[key] = info
+            # np.savez writes stored or deflated members; zipfile caps a deflated member's
+            # output at its declared size, but inflates a bzip2 or lzma chunk whole first
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise SerializationError(
+                    f"load: entry {key!r} of {path!r} uses zip compression method "
+                    f"{info.compress_type}; an .npz holds stored or deflated members only")
             total += info.file_size
             if info.file_size > one + _HEADER_MAX:
                 raise SerializationError(

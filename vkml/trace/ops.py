@@ -567,7 +567,7 @@ def _check_index_attrs(s, a):
 
 
 _declare(OpKind.CheckIndex, 1, ("size", "negative", "ignore", "what", "axis"), _check_index_attrs,
-         _unary_dtype("CheckIndex", (dt.int32,)), (dt.int32,), "index", Grad.DISCONTINUOUS,
+         _unary_dtype("CheckIndex", (dt.int32,)), (dt.int32,), "index", Grad.INTEGER,
          "Indices passed through unchanged, each checked on the device to lie in [0, size) "
          "([-size, size) when `negative`; `ignore`, where not None, is allowed too); the host "
          "raises IndexError naming `what` (the function), an out-of-range value and the "
