@@ -1011,7 +1011,7 @@ def rint(x) -> Array:
 def round(a, decimals: int = 0) -> Array:
     """Round to `decimals` places, halves to even, as NumPy: x * 10**decimals rounded, then
     divided back (negative decimals divide first); integers stay integers (rounded to a
-    multiple of 10**-decimals when decimals < 0).
+    multiple of 10**-decimals when decimals < 0), bools become float32.
 
     >>> round(asarray([1.25, -0.5, 15.0]), 1).numpy().tolist()
     [1.2000000476837158, -0.5, 15.0]
@@ -1020,11 +1020,11 @@ def round(a, decimals: int = 0) -> Array:
     """
     decimals = operator.index(decimals)
     a = asarray(a)
+    if a.dtype == dt.bool_:
+        a = a.astype(dt.float32)   # NumPy rounds a bool in float (float16 there)
     if not dt.is_float(a.dtype):
         if decimals >= 0:
             return a
-        if a.dtype == dt.bool_:
-            a = a.astype(dt.int32)
         m = 10 ** -decimals
         if m > 2 ** 32:
             return zeros_like(a)   # every int32 is nearer 0 than any other multiple

@@ -83,6 +83,19 @@ def _gelu_tanh(x):
 # --------------------------------------------------------------------------- unary, float
 # op -> (oracle, random domain, edge values, wide-range generator (n, dtype) -> values)
 _BIG = {F32: 3e38, F64: 1e308}
+# halves (ties of Rint), both sides of 0 and -1, values where the float's ulp is 0.5, 1, 2
+_ROUND_EDGES = [0.0, -0.0, NAN, INF, -INF, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -0.2, -0.7, -1.0,
+                0.49999997, -0.9999999, 1e-40, -1e-40, 8388607.5, -8388608.5, 8388609.0,
+                4503599627370495.5, -4503599627370497.0, 1e20, -3e38]
+
+
+def _round_wide(n, d):
+    """Quarters (exact ties and near-ties) and values across the whole finite range."""
+    r = np.random.default_rng(17)
+    return np.concatenate([(r.integers(-400, 400, n // 2) / 4).astype(d),
+                           _logu(1e-30, 3e38 if d is F32 else 1e300, n - n // 2, d)])
+
+
 _UNARY_FLOAT = {
     OpKind.Neg: (np.negative, (-4, 4), [0.0, -0.0, 1.5, -2.0, INF, -INF, NAN, 3e38], None),
     OpKind.Reciprocal: (np.reciprocal, (0.25, 4),
@@ -124,6 +137,9 @@ _UNARY_FLOAT = {
                      lambda n, d: _unif(-87, 88, n, d) if d is F32 else _unif(-700, 700, n, d)),
     OpKind.Abs: (np.abs, (-4, 4), [0.0, -0.0, -INF, INF, NAN, -3.5, 2.0, -1e-40], None),
     OpKind.Sign: (np.sign, (-4, 4), [0.0, -0.0, NAN, INF, -INF, -3.0, 2.5, 1e-40, -1e-40], None),
+    **{_k: (_f, (-6, 6), _ROUND_EDGES, _round_wide) for _k, _f in
+       [(OpKind.Floor, np.floor), (OpKind.Ceil, np.ceil), (OpKind.Trunc, np.trunc),
+        (OpKind.Rint, np.rint)]},
     OpKind.Erf: (_erf, (-3, 3),
                  [0.0, -0.0, 1e-10, -1e-30, 0.3, 0.5, -0.7, 2.0, -5.0, 6.5, 10.0, INF, -INF, NAN],
                  lambda n, d: _logu(1e-30, 7.0, n, d)),
