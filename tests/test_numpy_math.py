@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import vkml
 import vkml.numpy as vnp
 from vkml.test_util import check_grads
 
@@ -158,8 +159,10 @@ def test_nan_to_num(d):
 
 def test_overflow_free_ranges():
     big = np.array([709.0, 710.0, -710.0, 711.0, 1e5], F64)
-    judge(vnp.sinh(vnp.asarray(big)), np.sinh(big), F64, 8e-16 * 8)
-    judge(vnp.cosh(vnp.asarray(big)), np.cosh(big), F64, 8e-16 * 8)
+    with np.errstate(over="ignore"):   # NumPy's own overflow to inf at 1e5
+        want_s, want_c = np.sinh(big), np.cosh(big)
+    judge(vnp.sinh(vnp.asarray(big)), want_s, F64, 8e-16 * 8)
+    judge(vnp.cosh(vnp.asarray(big)), want_c, F64, 8e-16 * 8)
     x = np.array([1e300, 1e-300, 3e-320, 0.0], F64)
     judge(vnp.hypot(vnp.asarray(x), vnp.asarray(x[::-1])), np.hypot(x, x[::-1]), F64, 1e-15)
     judge(vnp.logaddexp(vnp.asarray(x), vnp.asarray(-x)), np.logaddexp(x, -x), F64, 1e-15)
@@ -208,8 +211,6 @@ def test_second_order_binary(name):
 
 def test_logaddexp_gradient_at_a_tie_is_half():
     x = _a(0.5, -1.0)
-    g = vnp.asarray(0)  # noqa: F841
-    import vkml
     gx = vkml.grad(lambda a, b: vnp.sum(vnp.logaddexp(a, b)), argnums=(0, 1))(x, x)
     np.testing.assert_allclose(np.asarray(gx[0]), [0.5, 0.5], rtol=1e-12)
     np.testing.assert_allclose(np.asarray(gx[1]), [0.5, 0.5], rtol=1e-12)
