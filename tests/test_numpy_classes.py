@@ -174,6 +174,21 @@ UNARY = {
     "isfinite": (np.isfinite, False, build), "logical_not": (np.logical_not, False, build),
     "ravel": (np.ravel, False, build), "copy": (np.copy, False, build),
     "invert": (np.invert, False, build), "bitwise_not": (np.bitwise_not, False, build),
+    "floor": (np.floor, False, build), "ceil": (np.ceil, False, build),
+    "trunc": (np.trunc, False, build), "fix": (np.fix, False, build),
+    "rint": (np.rint, True, build), "round": (np.round, False, build),
+    "around": (np.round, False, build), "positive": (np.positive, False, build),
+    "fabs": (np.fabs, True, build), "deg2rad": (np.deg2rad, True, build),
+    "rad2deg": (np.rad2deg, True, build), "radians": (np.radians, True, build),
+    "degrees": (np.degrees, True, build), "isinf": (np.isinf, False, build),
+    "isposinf": (np.isposinf, False, build), "isneginf": (np.isneginf, False, build),
+    "signbit": (np.signbit, False, build),
+    "log2": (np.log2, True, positive), "log10": (np.log10, True, positive),
+    "exp2": (np.exp2, True, build), "sinh": (np.sinh, True, build),
+    "cosh": (np.cosh, True, build), "real": (np.real, False, build),
+    # NumPy's conj makes a bool int8; jax.numpy's (and vkml's) keeps the array as it is
+    "imag": (np.imag, False, build), "conj": (np.real, False, build),
+    "conjugate": (np.real, False, build),
 }
 # Elementwise functions of two arrays: name -> (NumPy oracle, float_fn)
 BINARY = {
@@ -189,6 +204,11 @@ BINARY = {
     "right_shift": (np.right_shift, False), "floor_divide": (np.floor_divide, False),
     "remainder": (np.remainder, False), "mod": (np.mod, False), "divmod": (np.divmod, False),
     "power": (np.power, False),
+    "fmax": (np.fmax, False), "fmin": (np.fmin, False), "heaviside": (np.heaviside, True),
+    "copysign": (np.copysign, True), "isclose": (np.isclose, False),
+    # NumPy's float_power is float64 always; vkml's (as jax.numpy's) the promoted float
+    "float_power": (np.power, True), "logaddexp": (np.logaddexp, True),
+    "logaddexp2": (np.logaddexp2, True), "hypot": (np.hypot, True),
 }
 # Argument classes for creation functions: name -> list of (args, kwargs)
 CREATION = {
@@ -214,6 +234,7 @@ OWN_TESTS = {
     "transpose", "broadcast_to", "broadcast_arrays", "where", "clip", "matmul", "dot", "vdot",
     "outer", "zeros_like", "ones_like", "full_like", "pad", "asarray", "array", "astype",
     "shape", "ndim", "size", "allclose", "einsum",
+    "nan_to_num",   # its default posinf is the dtype's: tests/test_numpy_math.py
 }
 EXCLUDED: dict[str, str] = {   # name -> reason
 }
@@ -495,6 +516,7 @@ OP_UNARY = {
     OpKind.Erf: _erf, OpKind.Erfc: lambda x: 1 - _erf(x), OpKind.Relu: lambda x: np.maximum(x, 0),
     OpKind.Gelu: lambda x: x * 0.5 * (1 + _erf(x / np.sqrt(2))), OpKind.Silu: lambda x: x * _SIG(x),
     OpKind.Copy: lambda x: x, OpKind.StopGradient: lambda x: x, OpKind.BitwiseNot: np.invert,
+    OpKind.Floor: np.floor, OpKind.Ceil: np.ceil, OpKind.Trunc: np.trunc, OpKind.Rint: np.rint,
 }
 OP_BINARY = {
     OpKind.Add: np.add, OpKind.Sub: np.subtract, OpKind.Mul: np.multiply, OpKind.Div: np.divide,

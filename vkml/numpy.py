@@ -972,3 +972,389 @@ def copy(a) -> Array:
 def allclose(a, b, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
     """Host-side check (reads both arrays back)."""
     return bool(_np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol))
+
+
+# --------------------------------------------------------------------------- rounding and math
+# (compositions of registry ops; Floor, Ceil, Trunc and Rint are exact kernels)
+
+
+def _rounding(kind: OpKind, name: str, np_name: str):
+    def f(x) -> Array:
+        x = asarray(x)
+        if not dt.is_float(x.dtype):
+            return x   # NumPy 2 and jax.numpy: integers and bools come back unchanged
+        return bind(kind, [x])
+    f.__name__ = name
+    f.__doc__ = (f"Elementwise {name} (-0 and nan kept; int and bool input returned as is; "
+                 f"gradient zero).\n\n"
+                 + _example(np_name, f"{name}(asarray([-1.5, -0.5, 0.5, 2.5]))",
+                            _np.float32([-1.5, -0.5, 0.5, 2.5])))
+    return f
+
+
+floor = _rounding(OpKind.Floor, "floor", "floor")
+ceil = _rounding(OpKind.Ceil, "ceil", "ceil")
+trunc = _rounding(OpKind.Trunc, "trunc", "trunc")
+fix = _rounding(OpKind.Trunc, "fix", "fix")
+
+
+def rint(x) -> Array:
+    """Round to the nearest integer, halves to even (integer input becomes float32).
+
+    >>> rint(asarray([-1.5, 0.5, 2.5])).numpy().tolist()
+    [-2.0, 0.0, 2.0]
+    """
+    (x,), _ = _float_operands("rint", x)
+    return bind(OpKind.Rint, [x])
+
+
+def round(a, decimals: int = 0) -> Array:
+    """Round to `decimals` places, halves to even, as NumPy: x * 10**decimals rounded, then
+    divided back (negative decimals divide first); integers stay integers (rounded to a
+    multiple of 10**-decimals when decimals < 0), bools become float32.
+
+    >>> round(asarray([1.25, -0.5, 15.0]), 1).numpy().tolist()
+    [1.2000000476837158, -0.5, 15.0]
+    >>> round(asarray([15, 25, -35]), -1).numpy().tolist()
+    [20, 20, -40]
+    """
+    decimals = operator.index(decimals)
+    a = asarray(a)
+    if a.dtype == dt.bool_:
+        a = a.astype(dt.float32)   # NumPy rounds a bool in float (float16 there)
+    if not dt.is_float(a.dtype):
+        if decimals >= 0:
+            return a
+        m = 10 ** -decimals
+        if m > 2 ** 32:
+            return zeros_like(a)   # every int32 is nearer 0 than any other multiple
+        q = floor_divide(a, m)
+        r = a - q * m
+        up = (r * 2 > m) | ((r * 2 == m) & (remainder(q, 2) == 1))
+        return (q + up.astype(dt.int32)) * m
+    if decimals >= 0:
+        f = 10.0 ** decimals
+        return bind(OpKind.Rint, [a * f]) / f
+    f = 10.0 ** -decimals
+    return bind(OpKind.Rint, [a / f]) * f
+
+
+around = round
+
+
+def positive(x) -> Array:
+    """+x (a copy); bool input raises TypeError as NumPy.
+
+    >>> positive(asarray([-1, 2])).numpy().tolist()
+    [-1, 2]
+    """
+    x = asarray(x)
+    if x.dtype == dt.bool_:
+        raise DTypeError("positive: not defined for bool arrays; cast to int32 first")
+    return copy(x)
+
+
+def fabs(x) -> Array:
+    """|x| in float (integer and bool input become float32).
+
+    >>> fabs(asarray([-1.5, 2])).numpy().tolist()
+    [1.5, 2.0]
+    """
+    (x,), _ = _float_operands("fabs", x)
+    return bind(OpKind.Abs, [x])
+
+
+def deg2rad(x) -> Array:
+    """Degrees to radians: x * (pi / 180), as NumPy.
+
+    >>> deg2rad(asarray([180.0])).numpy().astype(float).round(5).tolist()
+    [3.14159]
+    """
+    (x,), _ = _float_operands("deg2rad", x)
+    return x * (math.pi / 180)
+
+
+def rad2deg(x) -> Array:
+    """Radians to degrees: x * (180 / pi), as NumPy.
+
+    >>> rad2deg(asarray([0.0, pi])).numpy().astype(float).round(3).tolist()
+    [0.0, 180.0]
+    """
+    (x,), _ = _float_operands("rad2deg", x)
+    return x * (180 / math.pi)
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+
+
+def fmax(x, y) -> Array:
+    """Elementwise maximum that ignores nan (nan only where both are nan).
+
+    >>> fmax(asarray([1.0, nan, nan]), asarray([nan, 2.0, nan])).numpy().tolist()
+    [1.0, 2.0, nan]
+    """
+    (x, y), _ = _operands("fmax", x, y)
+    return where(isnan(x), y, where(isnan(y), x, maximum(x, y)))
+
+
+def fmin(x, y) -> Array:
+    """Elementwise minimum that ignores nan (nan only where both are nan).
+
+    >>> fmin(asarray([1.0, nan, 3.0]), asarray([nan, 2.0, 0.0])).numpy().tolist()
+    [1.0, 2.0, 0.0]
+    """
+    (x, y), _ = _operands("fmin", x, y)
+    return where(isnan(x), y, where(isnan(y), x, minimum(x, y)))
+
+
+def heaviside(x1, x2) -> Array:
+    """0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0, nan where x1 is nan (float result).
+
+    >>> heaviside(asarray([-1.0, 0.0, 2.0]), 0.5).numpy().tolist()
+    [0.0, 0.5, 1.0]
+    """
+    (x1, x2), _ = _float_operands("heaviside", x1, x2)
+    return where(x1 < 0, 0.0, where(x1 > 0, 1.0, where(isnan(x1), x1, x2)))
+
+
+def isinf(x) -> Array:
+    """True where x is +inf or -inf.
+
+    >>> isinf(asarray([1.0, inf, -inf, nan])).numpy().tolist()
+    [False, True, True, False]
+    """
+    x = asarray(x)
+    if not dt.is_float(x.dtype):
+        return full(x.shape, False)
+    return equal(abs(x), inf)
+
+
+def isposinf(x) -> Array:
+    """True where x is +inf.
+
+    >>> isposinf(asarray([inf, -inf])).numpy().tolist()
+    [True, False]
+    """
+    x = asarray(x)
+    if not dt.is_float(x.dtype):
+        return full(x.shape, False)
+    return equal(x, inf)
+
+
+def isneginf(x) -> Array:
+    """True where x is -inf.
+
+    >>> isneginf(asarray([inf, -inf])).numpy().tolist()
+    [False, True]
+    """
+    x = asarray(x)
+    if not dt.is_float(x.dtype):
+        return full(x.shape, False)
+    return equal(x, -inf)
+
+
+def signbit(x) -> Array:
+    """True where the sign bit is set, -0.0 included (x < 0, or x == 0 with 1 / x < 0).
+    Not exact for nan: no operator reads a nan's sign bit, so signbit(-nan) is False.
+
+    >>> signbit(asarray([-1.0, -0.0, 0.0, 2.0])).numpy().tolist()
+    [True, True, False, False]
+    """
+    x = asarray(x)
+    if x.dtype == dt.bool_:
+        return full(x.shape, False)
+    if not dt.is_float(x.dtype):
+        return less(x, 0)
+    return logical_or(less(x, 0), logical_and(equal(x, 0), less(divide(1.0, x), 0)))
+
+
+def copysign(x1, x2) -> Array:
+    """|x1| with the sign of x2 (float result; -0.0 in x2 counts as negative, a nan's sign
+    is read as positive: see signbit).
+
+    >>> copysign(asarray([1.0, 2.0, -3.0]), asarray([-0.0, 1.0, 1.0])).numpy().tolist()
+    [-1.0, 2.0, 3.0]
+    """
+    (x1, x2), _ = _float_operands("copysign", x1, x2)
+    a = bind(OpKind.Abs, [x1])
+    return where(signbit(x2), -a, a)
+
+
+def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Array:
+    """|a - b| <= atol + rtol * |b| elementwise, as NumPy: infinities are close only to
+    themselves, nan to nothing unless equal_nan.
+
+    >>> isclose(asarray([1.0, inf, nan]), asarray([1.0 + 1e-9, inf, nan])).numpy().tolist()
+    [True, True, False]
+    """
+    (x, y), _ = _float_operands("isclose", a, b)
+    close = logical_and(less_equal(abs(x - y), atol + rtol * abs(y)), isfinite(y))
+    close = logical_or(close, equal(x, y))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(x), isnan(y)))
+    return close
+
+
+def nan_to_num(x, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Array:
+    """nan, +inf and -inf replaced by `nan`, `posinf` and `neginf` (default: 0 and the
+    dtype's largest and smallest finite values); integers and bools come back unchanged.
+
+    >>> nan_to_num(asarray([nan, 1.0, inf]), posinf=9.0).numpy().tolist()
+    [0.0, 1.0, 9.0]
+    """
+    x = asarray(x)
+    if not dt.is_float(x.dtype):
+        return x
+    big = float(_np.finfo(_np.dtype(x.dtype)).max)
+    hi = big if posinf is None else posinf
+    lo = -big if neginf is None else neginf
+    out = where(isnan(x), full((), nan, x.dtype), x)
+    out = where(equal(x, inf), full((), hi, x.dtype), out)
+    return where(equal(x, -inf), full((), lo, x.dtype), out)
+
+
+def float_power(x, y) -> Array:
+    """x ** y in float (as jax.numpy: the promoted float dtype, float32 for integers;
+    NumPy computes in float64).
+
+    >>> float_power(asarray([2, 4]), 0.5).numpy().astype(float).round(4).tolist()
+    [1.4142, 2.0]
+    """
+    (x, y), _ = _float_operands("float_power", x, y)
+    return bind(OpKind.Pow, [x, y])
+
+
+def log2(x) -> Array:
+    """Base-2 logarithm: log(x) / log(2), as jax.numpy.
+
+    >>> log2(asarray([1.0, 8.0])).numpy().tolist()
+    [0.0, 3.0]
+    """
+    (x,), _ = _float_operands("log2", x)
+    return bind(OpKind.Log, [x]) / math.log(2)
+
+
+def log10(x) -> Array:
+    """Base-10 logarithm: log(x) / log(10), as jax.numpy.
+
+    >>> log10(asarray([1.0, 100.0])).numpy().tolist()
+    [0.0, 2.0]
+    """
+    (x,), _ = _float_operands("log10", x)
+    return bind(OpKind.Log, [x]) / math.log(10)
+
+
+def exp2(x) -> Array:
+    """2 ** x (through Pow: exact at integers).
+
+    >>> exp2(asarray([3.0, -1.0])).numpy().tolist()
+    [8.0, 0.5]
+    """
+    (x,), d = _float_operands("exp2", x)
+    return bind(OpKind.Pow, [full((), 2.0, d), x])
+
+
+def _logaddexp(name: str, x, y, log1p_of_pow):
+    (x, y), _ = _float_operands(name, x, y)
+    # max + log1p(b ** -|x - y|): no overflow; maximum's rule splits a tie, so the
+    # gradient is right there too. Equal infinities would give inf - inf: they are the answer.
+    m = maximum(x, y)
+    out = m + log1p_of_pow(-abs(x - y))
+    return where(logical_and(equal(x, y), isinf(x)), x, out)
+
+
+def logaddexp(x, y) -> Array:
+    """log(exp(x) + exp(y)) without overflow (logaddexp(-inf, -inf) is -inf).
+
+    >>> logaddexp(asarray([0.0, -inf]), asarray([0.0, -inf])).numpy().astype(float).round(4).tolist()
+    [0.6931, -inf]
+    """
+    return _logaddexp("logaddexp", x, y, lambda t: log1p(exp(t)))
+
+
+def logaddexp2(x, y) -> Array:
+    """log2(2**x + 2**y) without overflow.
+
+    >>> logaddexp2(asarray([1.0, 3.0]), asarray([1.0, -inf])).numpy().tolist()
+    [2.0, 3.0]
+    """
+    return _logaddexp("logaddexp2", x, y, lambda t: log1p(exp2(t)) / math.log(2))
+
+
+def sinh(x) -> Array:
+    """Hyperbolic sine: (e + e / (e + 1)) / 2 with e = expm1(x) for |x| < 1 (accurate near
+    0, -0 kept), else (h - 1/h)(h + 1/h) / 2 with h = exp(x / 2), finite up to sinh's own
+    overflow.
+
+    >>> sinh(asarray([0.0, 1.0])).numpy().astype(float).round(4).tolist()
+    [0.0, 1.1752]
+    """
+    (x,), _ = _float_operands("sinh", x)
+    # the small branch sees x clipped, so its untaken values (and gradients) stay finite
+    e = expm1(clip(x, -1.0, 1.0))
+    small = (e + e / (e + 1.0)) * 0.5
+    h = exp(x * 0.5)
+    large = ((h - 1.0 / h) * 0.5) * (h + 1.0 / h)
+    return where(less(abs(x), 1.0), small, large)
+
+
+def cosh(x) -> Array:
+    """Hyperbolic cosine: h * h / 2 + 1 / (2 h h) with h = exp(|x| / 2), finite up to
+    cosh's own overflow.
+
+    >>> cosh(asarray([0.0, 1.0])).numpy().astype(float).round(4).tolist()
+    [1.0, 1.5431]
+    """
+    (x,), _ = _float_operands("cosh", x)
+    h = exp(abs(x) * 0.5)
+    return (h * 0.5) * h + 0.5 / (h * h)
+
+
+def hypot(x, y) -> Array:
+    """sqrt(x**2 + y**2) without overflow or underflow (scaled by max(|x|, |y|)); inf if
+    either is infinite, even with a nan.
+
+    >>> hypot(asarray([3.0, 1e300], float64), asarray([4.0, 1e300], float64)).numpy().tolist()
+    [5.0, 1.4142135623730952e+300]
+    """
+    (x, y), _ = _float_operands("hypot", x, y)
+    ax, ay = abs(x), abs(y)
+    m = maximum(ax, ay)
+    # a scale of 1 where m is 0 or inf keeps the untaken values (and gradients) finite
+    s = where(logical_or(equal(m, 0.0), equal(m, inf)), 1.0, m)
+    r = s * sqrt((ax / s) * (ax / s) + (ay / s) * (ay / s))
+    r = where(equal(m, 0.0), m, r)
+    return where(logical_or(isinf(x), isinf(y)), inf, r)
+
+
+def real(x) -> Array:
+    """The real part: x itself (vkml has no complex dtypes).
+
+    >>> real(asarray([1.5])).numpy().tolist()
+    [1.5]
+    """
+    return asarray(x)
+
+
+def imag(x) -> Array:
+    """The imaginary part: zeros of x's dtype (vkml has no complex dtypes).
+
+    >>> imag(asarray([1.5])).numpy().tolist()
+    [0.0]
+    """
+    return zeros_like(x)
+
+
+def conj(x) -> Array:
+    """The complex conjugate: x itself (vkml has no complex dtypes).
+
+    >>> conj(asarray([1.5])).numpy().tolist()
+    [1.5]
+    """
+    return asarray(x)
+
+
+conjugate = conj

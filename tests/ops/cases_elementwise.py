@@ -83,6 +83,19 @@ def _gelu_tanh(x):
 # --------------------------------------------------------------------------- unary, float
 # op -> (oracle, random domain, edge values, wide-range generator (n, dtype) -> values)
 _BIG = {F32: 3e38, F64: 1e308}
+# halves (ties of Rint), both sides of 0 and -1, values where the float's ulp is 0.5, 1, 2
+_ROUND_EDGES = [0.0, -0.0, NAN, INF, -INF, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -0.2, -0.7, -1.0,
+                0.49999997, -0.9999999, 1e-40, -1e-40, 8388607.5, -8388608.5, 8388609.0,
+                4503599627370495.5, -4503599627370497.0, 1e20, -3e38]
+
+
+def _round_wide(n, d):
+    """Quarters (exact ties and near-ties) and values across the whole finite range."""
+    r = np.random.default_rng(17)
+    return np.concatenate([(r.integers(-400, 400, n // 2) / 4).astype(d),
+                           _logu(1e-30, 3e38 if d is F32 else 1e300, n - n // 2, d)])
+
+
 _UNARY_FLOAT = {
     OpKind.Neg: (np.negative, (-4, 4), [0.0, -0.0, 1.5, -2.0, INF, -INF, NAN, 3e38], None),
     OpKind.Reciprocal: (np.reciprocal, (0.25, 4),
@@ -158,6 +171,23 @@ for _op, (_f, (_lo, _hi), _edges, _wide) in _UNARY_FLOAT.items():
         if _wide is not None:
             # whole finite range, relative error only (atol 0)
             _add(_op, "wide", _fn, _ref, [_wide(2000, _d)], _d, rtol=tol(_d)[0], atol=0.0)
+
+# Floor, Ceil, Trunc, Rint: exact. Their data come from a generator of their own, so the
+# shared stream (every later case's data, Prod's int rows included) stays as it was.
+_RR = np.random.default_rng(1717)
+for _op, _f in [(OpKind.Floor, np.floor), (OpKind.Ceil, np.ceil), (OpKind.Trunc, np.trunc),
+                (OpKind.Rint, np.rint)]:
+    for _d in FLOATS:
+        _fn = (lambda op: lambda x: bind(op, [x]))(_op)
+        _ref = _rounded(_f, _d)
+        for _nm, _pre, _shape in [("3x1x5", lambda x: x, (3, 1, 5)), ("transposed", lambda x: x.T, (4, 6)),
+                                  ("strided", lambda x: x[::2], (9, 3)), ("size0", lambda x: x, (0, 3)),
+                                  ("0d", lambda x: x, ()), ("257", lambda x: x, (257,))]:
+            _x = _RR.uniform(-6, 6, _shape).astype(_d)
+            _add(_op, _nm, (lambda fn, pre: lambda x: fn(pre(x)))(_fn, _pre),
+                 (lambda ref, pre: lambda x: ref(pre(x)))(_ref, _pre), [_x], _d, exact=True)
+        _add(_op, "edges", _fn, _ref, [_arr(_ROUND_EDGES, _d)], _d, exact=True)
+        _add(_op, "wide", _fn, _ref, [_round_wide(2000, _d)], _d, exact=True)
 
 # Gelu: exact (erfc) and tanh approximation
 for _d in FLOATS:

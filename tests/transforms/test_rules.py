@@ -52,6 +52,9 @@ CASES = {
     K.Sigmoid: (u(K.Sigmoid), [a(5)]),
     K.Abs: (u(K.Abs), [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),
     K.Sign: (lambda x: bind(K.Sign, [x]) * x, [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),
+    # piecewise constant: the product's gradient is the op's value, its rule gives zero
+    **{k: ((lambda k: lambda x: bind(k, [x]) * x)(k), [vnp.asarray([-1.3, -0.4, 0.6, 2.2], F64)])
+       for k in (K.Floor, K.Ceil, K.Trunc, K.Rint)},
     K.Erf: (u(K.Erf), [a(5)]),
     K.Erfc: (u(K.Erfc), [a(5)]),
     K.Relu: (u(K.Relu), [vnp.asarray([-1.3, -0.4, 0.6, 2.0], F64)]),

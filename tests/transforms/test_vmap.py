@@ -131,7 +131,8 @@ CASES: dict[K, list[Case]] = {
 # elementwise: the same op with one more axis; mixed ranks must broadcast per example
 _POS = {K.Log, K.Sqrt, K.Rsqrt, K.Reciprocal, K.Log1p, K.Pow}
 for _k in (K.Neg, K.Reciprocal, K.Exp, K.Log, K.Log1p, K.Expm1, K.Sqrt, K.Rsqrt, K.Sin, K.Cos,
-           K.Tanh, K.Sigmoid, K.Abs, K.Sign, K.Erf, K.Erfc, K.Relu, K.Silu, K.Copy, K.StopGradient):
+           K.Tanh, K.Sigmoid, K.Abs, K.Sign, K.Erf, K.Erfc, K.Relu, K.Silu, K.Copy, K.StopGradient,
+           K.Floor, K.Ceil, K.Trunc, K.Rint):
     _mk = pos if _k in _POS else a
     CASES[_k] = [Case(u(_k), [_mk(B, 3, 2)]), Case(u(_k), [_mk(2, B, dtype=F64)], in_axes=1, name="f64")]
 for _k in (K.Neg, K.Abs, K.Sign, K.Relu, K.Copy):

@@ -25,7 +25,7 @@ class OpKind(enum.Enum):
     Neg = "Neg"; Reciprocal = "Reciprocal"; Exp = "Exp"; Log = "Log"; Log1p = "Log1p"
     Expm1 = "Expm1"; Sqrt = "Sqrt"; Rsqrt = "Rsqrt"; Sin = "Sin"; Cos = "Cos"; Tanh = "Tanh"
     Sigmoid = "Sigmoid"; Abs = "Abs"; Sign = "Sign"; Erf = "Erf"; Erfc = "Erfc"; Relu = "Relu"
-    Gelu = "Gelu"; Silu = "Silu"
+    Gelu = "Gelu"; Silu = "Silu"; Floor = "Floor"; Ceil = "Ceil"; Trunc = "Trunc"; Rint = "Rint"
     Cast = "Cast"; Copy = "Copy"; StopGradient = "StopGradient"
     # binary
     Add = "Add"; Sub = "Sub"; Mul = "Mul"; Div = "Div"; Pow = "Pow"; Maximum = "Maximum"
@@ -207,6 +207,11 @@ _UNARY = {
     OpKind.Gelu: (dt.FLOATS, "x * Phi(x) (exact, via erfc) or its tanh approximation "
                              "when `approximate`"),
     OpKind.Silu: (dt.FLOATS, "x * sigmoid(x)"),
+    # exact in GLSL; piecewise constant, so their rules give the zero gradient, as JAX's
+    OpKind.Floor: (dt.FLOATS, "largest integer <= x (-0 and nan kept)"),
+    OpKind.Ceil: (dt.FLOATS, "smallest integer >= x (-0 and nan kept)"),
+    OpKind.Trunc: (dt.FLOATS, "x rounded toward zero"),
+    OpKind.Rint: (dt.FLOATS, "x rounded to the nearest integer, halves to even"),
 }
 for _k, (_ds, _doc) in _UNARY.items():
     # Sign is piecewise constant: its rule gives the zero gradient, as jax.grad(jnp.sign)

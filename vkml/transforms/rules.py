@@ -193,6 +193,11 @@ RULES = {
     K.Sigmoid: lambda n, g, x: (g * E(n) * (1.0 - E(n)),),
     K.Abs: lambda n, g, x: (where(x > 0.0, g, where(x < 0.0, -g, 0.0)),),
     K.Sign: lambda n, g, x: (None,),   # zero almost everywhere (JAX's choice at the step too)
+    # piecewise constant like Sign: zero, as jax.grad(jnp.floor) and the rest
+    K.Floor: lambda n, g, x: (None,),
+    K.Ceil: lambda n, g, x: (None,),
+    K.Trunc: lambda n, g, x: (None,),
+    K.Rint: lambda n, g, x: (None,),
     K.Erf: lambda n, g, x: (g * exp(-(x * x)) * TWO_OVER_SQRT_PI,),
     K.Erfc: lambda n, g, x: (g * exp(-(x * x)) * -TWO_OVER_SQRT_PI,),
     K.Relu: lambda n, g, x: (where(E(n) > 0.0, g, 0.0),),   # the output: x itself need not be kept

@@ -58,6 +58,15 @@ _FLOAT_EXPR = {
     OpKind.Erfc: "vk_erfc(a)",
     OpKind.Relu: "((a > T(0) || isnan(a)) ? a : T(0))",
     OpKind.Silu: "(a * vk_sigmoid(a))",
+    OpKind.Floor: "floor(a)",
+    OpKind.Ceil: "ceil(a)",
+    # from floor and ceil, which keep -0: lavapipe's trunc and roundEven lose the sign of a
+    # zero result (and its double roundEven rounds 1.5 to 1); halves go to the even
+    # neighbour, and a zero result takes its sign from the truncation
+    OpKind.Trunc: "((a < T(0)) ? ceil(a) : floor(a))",
+    OpKind.Rint: ("(((a - floor(a) > T(0.5)) || (a - floor(a) == T(0.5) && "
+                  "floor(a) - T(2) * floor(floor(a) * T(0.5)) != T(0))) ? "
+                  "((floor(a) == T(-1)) ? ceil(a) : floor(a) + T(1)) : floor(a))"),
     OpKind.Copy: "a",
     OpKind.StopGradient: "a",
     OpKind.Add: "(a + b)",
