@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import math
 import os
-import traceback
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, event, given, reject, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, reject, settings, strategies as st
 
 import vkml
 import vkml.numpy as vnp
@@ -419,20 +418,6 @@ def _compare_one(prog: Program, got, xs, vals, want, native):
                            f"got  {g}\nwant {want}{prog!r}")
 
 
-def _executor_keyerror(e: KeyError) -> bool:
-    return any(fr.name == "_lower_group" for fr in traceback.extract_tb(e.__traceback__))
-
-
-def _run_vkml(fn):
-    try:
-        return fn()
-    except KeyError as e:
-        if _executor_keyerror(e):   # issue 14 executor KeyError: being fixed on main
-            event("issue 14 executor KeyError")     # counted in --hypothesis-show-statistics
-            reject()
-        raise
-
-
 # --------------------------------------------------------------------------- tests
 
 @_settings(170)
@@ -441,7 +426,7 @@ def test_eager_compositions_match_numpy(prog):
     xs = prog.arrays()
     vals, native = _oracle(prog, xs)
     _check_kinks(prog, vals)
-    got = _run_vkml(lambda: prog.run(vnp, [vnp.asarray(x) for x in xs]))
+    got = prog.run(vnp, [vnp.asarray(x) for x in xs])
     _compare(prog, got, xs, vals, native)
 
 
@@ -453,7 +438,7 @@ def test_jit_compositions_match_numpy(prog):
     _check_kinks(prog, vals)
     f = vkml.jit(lambda *a: prog.run(vnp, a))
     args = [vnp.asarray(x) for x in xs]
-    got = _run_vkml(lambda: f(*args))
+    got = f(*args)
     _compare(prog, got, xs, vals, native)
     again = f(*args)                      # the replayed recording gives the same answer
     for a, b in zip(again, got):
@@ -477,8 +462,7 @@ def test_grad_of_compositions_matches_finite_differences(prog):
     def f(*a):
         return sum(vnp.sum(o * (0.5 + k)) for k, o in enumerate(prog.run(vnp, a)))
     args = [vnp.asarray(x) for x in xs]
-    _run_vkml(lambda: check_grads(f, args, order=1, modes=("rev", "fwd"),
-                                  eps=1e-5, atol=1e-6 * (1 + mag), rtol=1e-5))
+    check_grads(f, args, order=1, modes=("rev", "fwd"), eps=1e-5, atol=1e-6 * (1 + mag), rtol=1e-5)
 
 
 def test_programs_print_as_code():

@@ -1119,16 +1119,19 @@ def heaviside(x1, x2) -> Array:
     return where(x1 < 0, 0.0, where(x1 > 0, 1.0, where(isnan(x1), x1, x2)))
 
 
+def _float_test(x, test) -> Array:
+    """test(x) for a float x; all False for integers and bools (which hold no inf)."""
+    x = asarray(x)
+    return test(x) if dt.is_float(x.dtype) else full(x.shape, False)
+
+
 def isinf(x) -> Array:
     """True where x is +inf or -inf.
 
     >>> isinf(asarray([1.0, inf, -inf, nan])).numpy().tolist()
     [False, True, True, False]
     """
-    x = asarray(x)
-    if not dt.is_float(x.dtype):
-        return full(x.shape, False)
-    return equal(abs(x), inf)
+    return _float_test(x, lambda x: equal(abs(x), inf))
 
 
 def isposinf(x) -> Array:
@@ -1137,10 +1140,7 @@ def isposinf(x) -> Array:
     >>> isposinf(asarray([inf, -inf])).numpy().tolist()
     [True, False]
     """
-    x = asarray(x)
-    if not dt.is_float(x.dtype):
-        return full(x.shape, False)
-    return equal(x, inf)
+    return _float_test(x, lambda x: equal(x, inf))
 
 
 def isneginf(x) -> Array:
@@ -1149,10 +1149,7 @@ def isneginf(x) -> Array:
     >>> isneginf(asarray([inf, -inf])).numpy().tolist()
     [False, True]
     """
-    x = asarray(x)
-    if not dt.is_float(x.dtype):
-        return full(x.shape, False)
-    return equal(x, -inf)
+    return _float_test(x, lambda x: equal(x, -inf))
 
 
 def signbit(x) -> Array:

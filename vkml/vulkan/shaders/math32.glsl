@@ -497,7 +497,19 @@ float vk_pow(float a, float b) {
 
 // Vulkan's OpFDiv precision holds only for |b| in [2^-126, 2^126]; NVIDIA computes a * rcp(b),
 // which turns inf / 3e38 into nan. Scaling both operands by 1/4 keeps huge divisors in range.
-float vk_div(float a, float b) { return abs(b) > 8.507059e37 ? (a * 0.25) / (b * 0.25) : a / b; }
+// Vulkan guarantees a / b only for |b| in [2^-126, 2^126]: larger divisors are scaled
+// down, subnormal ones up, and a zero divisor gives IEEE's inf or nan from bits (lavapipe
+// folded x / 0.0 with a literal 0 to 0)
+float vk_div(float a, float b) {
+    float ab = abs(b);
+    if (ab > 8.507059e37) return (a * 0.25) / (b * 0.25);
+    if (ab < 1.17549435e-38) {
+        if (ab != 0.0) return (a * 16777216.0) / (b * 16777216.0);
+        if (isnan(a) || a == 0.0) return vk_f_nan();
+        return uintBitsToFloat(((floatBitsToUint(a) ^ floatBitsToUint(b)) & 0x80000000u) | 0x7f800000u);
+    }
+    return a / b;
+}
 
 // C's fmod, exactly: |x| reduced by |y| * 2^k for k from the largest that fits down to 0.
 // Each subtraction has t <= r < 2t, so it is exact (Sterbenz); at most ~280 steps.

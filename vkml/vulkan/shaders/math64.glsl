@@ -443,7 +443,18 @@ double vk_pow(double a, double b) {
 }
 
 // The same guard for doubles (2^1020).
-double vk_div(double a, double b) { return abs(b) > 1.1235582092889474e307LF ? (a * 0.25LF) / (b * 0.25LF) : a / b; }
+// as the float one
+double vk_div(double a, double b) {
+    double ab = abs(b);
+    if (ab > 1.1235582092889474e307LF) return (a * 0.25LF) / (b * 0.25LF);
+    if (ab < 2.2250738585072014e-308LF) {
+        if (ab != 0.0LF) return (a * 18014398509481984.0LF) / (b * 18014398509481984.0LF);
+        if (isnan(a) || a == 0.0LF) return vk_d_nan();
+        uint s = (unpackDouble2x32(a).y ^ unpackDouble2x32(b).y) & 0x80000000u;
+        return packDouble2x32(uvec2(0u, s | 0x7ff00000u));
+    }
+    return a / b;
+}
 
 // fmod, floor division and remainder for doubles: as the float32 ones (about 2100
 // reduction steps at most).
