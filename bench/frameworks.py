@@ -52,7 +52,7 @@ def _vkml() -> Target:
     except Exception as e:  # no Vulkan, no glslang: say so in the table
         return Target("vkml", "vkml", missing=f"{type(e).__name__}: {e}")
     return Target("vkml", "vkml", vnp, version=vkml.__version__,
-                  extra={"device": dev.summary(), "gpu": not dev.is_cpu})
+                  extra={"device": dev.summary(), "gpu": not dev.profile.cpu})
 
 
 def _numpy() -> Target:

@@ -566,10 +566,10 @@ def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub, monkeypatch):
         from vkml.vulkan import runtime
         dev = runtime.get().dev
         t = mm.choose_tiling(dev, np.float32, sa[-2], sb[-1], sa[-1])
-        expect = dev.is_cpu and mm.interleave(True, dev.subgroup_size, t.tn, sa[-1], 4)
+        expect = dev.profile.cpu and mm.interleave(True, dev.subgroup_size, t.tn, sa[-1], 4)
         assert any("uw_l0" in s for s in srcs[True]) == expect
         if sub == "device" and sa == (40, 256):
-            assert expect == dev.is_cpu
+            assert expect == dev.profile.cpu
         np.testing.assert_array_equal(got[True], got[False])
         np.testing.assert_allclose(got[True], want, rtol=0, atol=64 * EPS32 * np.sqrt(sa[-1]) * 4)
     finally:
@@ -602,7 +602,7 @@ def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monk
     want = {"none": p, "bias": np.maximum(p + bias, 0.0), "leaf": leaf - 0.5 * p, "rows": p * rows}[epi]
     args = [vnp.asarray(v) for v in (at, bt, bias, leaf, rows)]
     dev = runtime.get().dev
-    expect = dev.is_cpu and mm.swap_small_n(dev.subgroup_size, sa[-2], sb[-1])
+    expect = dev.profile.cpu and mm.swap_small_n(dev.subgroup_size, sa[-2], sb[-1])
     got, srcs = _with_and_without(monkeypatch, "SWAP", f, args)
     for on in (True, False):
         assert any("* M + row0" in s for s in srcs[on]) == (on and expect)

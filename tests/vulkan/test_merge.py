@@ -18,7 +18,7 @@ from vkml.vulkan.executor import barriers_before
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository, for bench
 from bench.workloads import vkml_mlp_step  # noqa: E402
 
-CPU = runtime.get().dev.is_cpu
+CPU = runtime.get().dev.profile.cpu
 rng = np.random.default_rng(0)
 
 

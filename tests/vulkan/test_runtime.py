@@ -304,7 +304,7 @@ def test_every_wait_returns_the_same_result(monkeypatch, spin_s, give):
 
 def test_cpu_device_polls_yielding():
     rt = runtime.get()
-    if rt.dev.is_cpu:
+    if rt.dev.profile.cpu:
         assert rt.spin_s == runtime.CPU_POLL_S and rt._yield is not None
     else:
         assert rt.spin_s == runtime.SPIN_S and rt._yield is None

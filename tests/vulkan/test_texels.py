@@ -74,7 +74,7 @@ def test_cpu_devices_read_float32_through_texels():
     f(*args)
     c = f._entry(args)[0][0]
     k = c.lowered.dispatches[-1].kernel
-    cpu = runtime.get().dev.is_cpu
+    cpu = runtime.get().dev.profile.cpu
     if cpu:
         assert [f is not None for f in k.texels[1:]] == [True, False], k.texels
     else:

@@ -5,9 +5,13 @@ integrated, then virtual, then CPU (lavapipe). Limits are queried, never assumed
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import threading
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Iterator
 
 from .vk import vk
 
@@ -64,6 +68,115 @@ def lavapipe_vectors() -> None:
         os.environ["LP_NATIVE_VECTOR_WIDTH"] = "512"
 
 
+# VkDriverId values (VK_KHR_driver_properties, core in Vulkan 1.2) -> vkml's driver names
+_DRIVERS = {1: "amd", 2: "amd", 3: "amd", 4: "nvidia", 5: "intel", 6: "intel", 7: "imagination",
+            8: "qualcomm", 9: "arm", 10: "swiftshader", 11: "other", 12: "other", 13: "lavapipe",
+            14: "other", 15: "other", 16: "arm", 17: "other", 18: "other", 19: "other", 20: "other",
+            21: "other", 22: "apple", 23: "other", 24: "other", 25: "other", 26: "other"}
+
+
+def lavapipe_workers() -> int:
+    """lavapipe's worker threads: LP_NUM_THREADS, else one per CPU on a machine with more
+    than one (none on one CPU: the queue thread runs every workgroup), at most 16."""
+    v = os.environ.get("LP_NUM_THREADS")
+    n = int(v) if v and v.strip().isdigit() else (os.cpu_count() or 1)
+    if v is None and n <= 1:
+        n = 0
+    return min(n, 16)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything a lowering, the scheduler and the runtime decide by device: built once
+    per device (`profile_for`) from its driver and queried limits, passed in the lowering
+    context. Tests make variants with `dataclasses.replace` (see `using`); a profile is
+    part of every compiled program's cache key, so a variant never replays another's.
+
+    The lavapipe entries work around how llvmpipe runs compute shaders on host cores: it
+    runs the dispatches of a command buffer one after another (so `merge` joins
+    independent ones), loads a storage buffer lane by lane with a bounds check (so float32
+    operands are read as texels, meta values hoisted, 32-bit data moved as uint64 pairs)
+    and ends any loop after 65535 iterations. Another CPU driver (SwiftShader) gets the
+    CPU layouts without those workarounds; a GPU gets the GPU layouts.
+
+    >>> p = get().profile
+    >>> dataclasses.replace(p, texels=False).texels, p.layout in ("cpu", "gpu")
+    (False, True)
+    """
+    driver: str                 # "lavapipe", "swiftshader", "nvidia", "amd", "intel", ...
+    cpu: bool                   # the device runs on host cores
+    # how multi-pass families lay out work: "cpu" (lanes stream contiguous runs) or "gpu"
+    # (threads interleave loads); also whether fusion recomputes small broadcasts
+    layout: str
+    workers: int = 0            # host threads that run workgroups (lavapipe); 0: not a CPU driver
+    cores: int = 1              # host cores (the CPU matmul tiling keeps each busy)
+    merge: bool = False         # run independent dispatches as one (`vulkan/merge.py`)
+    dynamic: bool = False       # ... and big single ones as a loop over an atomic counter
+    hoist_meta: int = 0         # hoist fixed meta reads in kernels with at least this many (0: never)
+    texels: bool = False        # read float32 operands through uniform texel buffers
+    wide_loads: bool = False    # move 32-bit data as uint64 pairs (eight per u64vec4)
+    vectorize: bool = True      # elementwise regions: several elements per thread on large arrays
+    vector_min: int = 1 << 14   # ... from this many elements
+    large_groups: bool = False  # elementwise: 1024 invocations per workgroup on large kernels
+    loop_limit: int = 0         # iterations after which the driver ends a loop (0: none)
+    # How long a submission's wait polls before it blocks: a GPU signals its fence tens of
+    # microseconds before a blocking wait wakes up. lavapipe wakes its worker threads for
+    # every dispatch, and a core that went idle in a VM is slow to wake: a host thread
+    # polling with sched_yield keeps one awake while giving it to any runnable worker
+    # (polling without yielding was slower than blocking; bench/RESULTS.md).
+    poll_s: float = 0.005
+    poll_yield: bool = False
+    host_cached_reads: bool = False   # read results through host-cached memory where there is any
+    # fusion (`vulkan/fusion.py`)
+    fuse: bool = True
+    recompute_small: int = 0    # regions up to this size recompute their broadcast inputs (0: never)
+    inline_sum: int = 0         # a Sum over at most this many elements per output is inlined (0: never)
+    fold_transposes: bool = True
+    matmul_epilogues: bool = True
+    max_leaves: int = 12        # materialised inputs one region may read
+    # kernel variants (each on by default where it pays; tests turn one off to compare)
+    reduce_unroll: int = 8      # thread passes of a reduction: loop steps written out per iteration
+    im2col_wide: bool = True
+    matmul_texels: bool = False
+    matmul_vec4: bool = True
+    matmul_prefetch: bool = False
+    matmul_wide_stores: bool = True
+    matmul_interleave: bool = True
+    matmul_swap: bool = True
+    matmul_tail_chunk: bool = True
+    matmul_spec_tiles: bool = True
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(dataclasses.astuple(self))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+def profile_for(driver: str, device_type: int, has_int64: bool, max_storage_buffers: int) -> Profile:
+    """The profile of a device from its driver, type and queried limits.
+
+    >>> profile_for("lavapipe", 4, True, 32).merge, profile_for("nvidia", 2, True, 1 << 20).layout
+    (True, 'gpu')
+    >>> profile_for("swiftshader", 4, True, 32).merge    # a CPU driver without lavapipe's quirks
+    False
+    """
+    cpu = device_type == 4
+    leaves = max(1, min(12, (max_storage_buffers - 4) // 2))
+    base = dict(driver=driver, cpu=cpu, layout="cpu" if cpu else "gpu", max_leaves=leaves,
+                cores=os.cpu_count() or 1)
+    if driver == "lavapipe":
+        return Profile(**base, workers=lavapipe_workers(), merge=True, dynamic=True, hoist_meta=8,
+                       texels=True, matmul_texels=True, wide_loads=has_int64, large_groups=True,
+                       loop_limit=65535, poll_s=0.05 if hasattr(os, "sched_yield") else 0.0,
+                       poll_yield=hasattr(os, "sched_yield"), host_cached_reads=True,
+                       recompute_small=4096, inline_sum=16)
+    if cpu:
+        return Profile(**base, poll_s=0.0, host_cached_reads=True, recompute_small=4096, inline_sum=16)
+    return Profile(**base)
+
+
 def _version(v: int) -> str:
     return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
 
@@ -108,7 +221,6 @@ class Device:
         p = props[index]
         self.info = self.infos[index]
         self.name = p.deviceName
-        self.is_cpu = p.deviceType == 4
         lim = p.limits
         self.max_storage_buffer_range = int(lim.maxStorageBufferRange)
         self.max_workgroup_count = tuple(int(x) for x in lim.maxComputeWorkGroupCount)
@@ -125,9 +237,13 @@ class Device:
         self.max_sampled = int(lim.maxPerStageDescriptorSampledImages)
         self.max_resources = int(lim.maxPerStageResources)
         sub = vk.VkPhysicalDeviceSubgroupProperties()
-        p2 = vk.VkPhysicalDeviceProperties2(pNext=sub)
+        drv = vk.VkPhysicalDeviceDriverProperties(pNext=sub)
+        p2 = vk.VkPhysicalDeviceProperties2(pNext=drv)
         vk.vkGetPhysicalDeviceProperties2(self.physical, p2)
         self.subgroup_size = int(sub.subgroupSize) or 32
+        self.driver = _DRIVERS.get(int(drv.driverID), "other")
+        if self.driver == "other" and "llvmpipe" in self.name:
+            self.driver = "lavapipe"
         feats = vk.vkGetPhysicalDeviceFeatures(self.physical)
         self.has_float64 = bool(feats.shaderFloat64)
         self.has_int64 = bool(feats.shaderInt64)
@@ -147,6 +263,8 @@ class Device:
             queueFamilyIndex=self.queue_family,
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
         self.lock = threading.RLock()
+        self.profile: Profile = profile_for(self.driver, int(p.deviceType), self.has_int64,
+                                            self.max_storage_buffers)
 
     def memory_type(self, type_bits: int, want: int, avoid: int = 0, fallback: int | None = None) -> int:
         """Index of the first memory type allowed by type_bits with all `want` flags (else
@@ -169,6 +287,23 @@ class Device:
 
 _device: Device | None = None
 _lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def using(**changes) -> Iterator[Profile]:
+    """Run the enclosed code with the device's profile changed (comparisons, tests).
+
+    >>> with using(texels=False) as p:
+    ...     p.texels
+    False
+    """
+    dev = get()
+    old = dev.profile
+    dev.profile = dataclasses.replace(old, **changes)
+    try:
+        yield dev.profile
+    finally:
+        dev.profile = old
 
 
 def get() -> Device:

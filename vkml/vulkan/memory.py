@@ -149,7 +149,7 @@ class Block:
         # the host reads it at memory speed (a GPU's uncached BAR window it reads at PCIe
         # speed, tens of MB/s: such memory is written by the host, read back by transfers)
         self.host_readable = self.host_visible and (
-            dev.is_cpu or bool(dev.memory_types[t] & vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT))
+            dev.profile.host_cached_reads or bool(dev.memory_types[t] & vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT))
         self.mapped = None
         if self.host_visible:
             ptr = vk.vkMapMemory(d, self.memory, 0, size, 0)

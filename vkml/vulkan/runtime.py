@@ -14,19 +14,6 @@ from .memory import Allocator, Buffer
 from .vk import vk
 
 
-SPIN_S = 0.005    # longest a GPU submission's wait polls before it blocks
-# A CPU device's wait polls, yielding the core between polls, for this long before it
-# blocks. lavapipe wakes its worker threads for every dispatch; a core that went idle in
-# a VM takes tens of microseconds to wake, and the polling host thread keeps one awake
-# while still giving it to any runnable worker. Zen 5 VM, 2 cores: one more dispatch
-# 42 -> 19 us (median, bench/tools/lvp_dispatch.py); small MLP step best 2.07-2.14 ->
-# 1.77-1.82 ms, p25 2.31-2.34 -> 1.91-2.06 (bench/tools/lvp_wait.py, blocking against
-# polling, interleaved); 200 eager ops 14.7-15.0 -> 11.4-12.8 ms; a 15 ms MatMul, a 16M
-# copy or sum unchanged. Polling without yielding took 2.8 ms, a second polling thread
-# 2.9 ms.
-CPU_POLL_S = 0.05
-
-
 class Runtime:
     """Everything vkml holds on its one Vulkan device."""
 
@@ -38,11 +25,11 @@ class Runtime:
         self._fence = vk.vkCreateFence(self.dev.device, vk.VkFenceCreateInfo(), None)
         self._fences = vk.ffi.new("VkFence[1]", [self._fence])
         # A GPU signals its fence tens of microseconds before a blocking wait wakes up, so
-        # the host polls for a while first; on a CPU device (lavapipe) it polls yielding
-        # the core to the driver's threads (CPU_POLL_S).
-        self._yield = os.sched_yield if self.dev.is_cpu and hasattr(os, "sched_yield") else None
-        # without a yield a CPU device blocks: a poll that keeps its core took 2.8 ms
-        self.spin_s = (CPU_POLL_S if self._yield else 0.0) if self.dev.is_cpu else SPIN_S
+        # the host polls for a while first; on lavapipe it polls yielding the core to the
+        # driver's threads, and without a yield blocks (a poll that keeps its core is slow)
+        prof = self.dev.profile
+        self._yield = os.sched_yield if prof.poll_yield else None
+        self.spin_s = prof.poll_s
         self._copier = None
         self._dead_cbs: list = []     # command buffers to free under the device lock
 

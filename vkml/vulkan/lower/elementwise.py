@@ -377,7 +377,7 @@ def _width(dtypes, dev, weight: int) -> int:
     """Elements per thread in the vector path (1: none). A CPU device (lavapipe) pays per
     loaded component and lane, so 32-bit data moves as uint64 pairs, eight per u64vec4;
     the region's code is repeated per element, within the compile-time budget."""
-    wide = dev.is_cpu and dev.has_int64 and all(dt.itemsize(d) == 4 for d in dtypes)
+    wide = dev.profile.cpu and dev.has_int64 and all(dt.itemsize(d) == 4 for d in dtypes)
     for w in ((8, 4) if wide else (4,)):
         if w * weight <= CODE_BUDGET:
             return w
@@ -513,7 +513,7 @@ def texel_format(dev, v, w: int):
     (None: a storage buffer). lavapipe 22.3 loads a storage buffer lane by lane, each
     behind a bounds-check branch; a texel fetch is one gather. The view must start on a
     texel boundary (tensors lie 256 bytes apart) and hold whole texels within the limit."""
-    if not (TEXELS and dev.is_cpu and v.dtype == np.float32):
+    if not (TEXELS and dev.profile.cpu and v.dtype == np.float32):
         return None
     fmt = TEXEL_FORMATS[w]
     tb = TEXEL_BYTES[fmt]
@@ -625,7 +625,7 @@ def _rounds(nv: int, W: int, weight: int) -> int:
 def _local_size(dev, threads: int) -> int:
     """Invocations per workgroup. lavapipe pays about a microsecond per workgroup, so a
     CPU device gets large groups once there are enough threads to keep every core busy."""
-    if dev.is_cpu and threads >= 1 << 16:
+    if dev.profile.cpu and threads >= 1 << 16:
         return min(1024, dev.max_workgroup_invocations)
     return 256
 

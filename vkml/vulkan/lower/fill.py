@@ -2,42 +2,57 @@
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 import numpy as np
 
 from ...trace import dtypes as dt
-from ..kernels import binding
-
-_BODY = """{decl}
-void main() {{
-  uint i = gidx();
-  if (i >= uint(meta[0])) return;
-  o[i] = {value};
-}}
-"""
+from ..program import Meta, Program
 
 
-def scalar_bits(value, dtype) -> tuple[list[int], str]:
-    """A scalar passed through meta ints exactly, and the GLSL that rebuilds it."""
+def scalar_words(value, dtype) -> list[int]:
+    """A scalar of dtype as the meta ints that carry it exactly (two for float64)."""
     d = np.dtype(dtype)
     if d == dt.float64:
-        lo, hi = struct.unpack("<ii", struct.pack("<d", float(value)))
-        return [lo, hi], "packDouble2x32(uvec2(uint(meta[1]), uint(meta[2])))"
+        return list(struct.unpack("<ii", struct.pack("<d", float(value))))
     if d == dt.float32:
-        (bits,) = struct.unpack("<i", struct.pack("<f", float(value)))
-        return [bits], "intBitsToFloat(meta[1])"
+        return list(struct.unpack("<i", struct.pack("<f", float(value))))
     if d == dt.bool_:
-        return [1 if value else 0], "meta[1]"
-    return [int(value)], "meta[1]"
+        return [1 if value else 0]
+    return [int(value)]
+
+
+def scalar_field(name: str, dtype) -> tuple[str, int]:
+    """The meta field of a scalar of dtype: (name, its word count)."""
+    return name, 2 if np.dtype(dtype) == dt.float64 else 1
+
+
+def scalar_read(p: Program, name: str, dtype) -> str:
+    """GLSL rebuilding the scalar of dtype held in p's meta field name (`scalar_words`)."""
+    d = np.dtype(dtype)
+    if d == dt.float64:
+        return f"packDouble2x32(uvec2(uint({p.m(name, 0)}), uint({p.m(name, 1)})))"
+    if d == dt.float32:
+        return f"intBitsToFloat({p.m(name, 0)})"
+    return p.m(name, 0)
+
+
+@lru_cache(maxsize=None)
+def program(dtype) -> Program:
+    """o[i] = the meta's value, for i < n: one kernel per dtype serves every value."""
+    p = Program("Full")
+    p.meta = Meta(("n", 1), scalar_field("value", dtype))
+    o = p.buffer("o", dt.glsl_type(dtype))
+    p.main("uint i = gidx();", f"if (i >= uint({p.m('n')})) return;",
+           f"{o}[i] = {scalar_read(p, 'value', dtype)};")
+    return p
 
 
 def fill_view(ctx, out, value) -> None:
     """Dispatch a fill of the whole view with value (in the view's dtype)."""
     n = out.size
-    words, expr = scalar_bits(value, out.dtype)
-    body = _BODY.format(decl=binding(1, dt.glsl_type(out.dtype), "o"), value=expr)
-    k = ctx.kernel("Full", body, 1)
-    ctx.dispatch(k, [n, *words], [out], threads=n)
+    k = ctx.kernel(program(np.dtype(out.dtype)))
+    ctx.dispatch(k, {"n": n, "value": scalar_words(value, out.dtype)}, [out], threads=n)
 
 
 def lower(node, ins, out, ctx) -> None:

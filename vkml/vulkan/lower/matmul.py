@@ -137,13 +137,13 @@ def choose_tiling(dev, dtype, M: int, N: int, K: int, prefer: Tiling | None = No
     >>> from vkml.vulkan import device
     >>> dev = device.get()
     >>> t = choose_tiling(dev, "float32", 1024, 1024, 1024)   # the device type's default
-    >>> t.strategy == ("subgroup" if dev.is_cpu else "shared")
+    >>> t.strategy == ("subgroup" if dev.profile.cpu else "shared")
     True
     >>> small = Tiling("shared", tm=4, tn=4, bm=32, bn=32, bk=8)   # fits any Vulkan device
     >>> choose_tiling(dev, "float32", 64, 64, 64, prefer=small)
     Tiling(strategy='shared', tm=4, tn=4, bm=32, bn=32, bk=8, wa=1, wb=1)
     """
-    t = _override or prefer or (cpu_tiling(dev.subgroup_size) if dev.is_cpu else GPU_TILING)
+    t = _override or prefer or (cpu_tiling(dev.subgroup_size) if dev.profile.cpu else GPU_TILING)
     T = dt.glsl_type(dtype)
     if t.strategy == "shared":
         if min(t.tm, t.tn, t.bk) < 1 or t.bm % t.tm or t.bn % t.tn or t.bm < t.tm or t.bn < t.tn:
@@ -1117,7 +1117,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
     # the subgroup kernel's CPU-tuned variants (swap, interleave, tail) on CPU devices
     # only: on a GPU it runs only for a forced tiling, and a swapped A^T chunk of S * wa
     # k unrolled past what the H200's compiler builds
-    cpu = ctx.dev.is_cpu
+    cpu = ctx.dev.profile.cpu
     swap = cpu and t.strategy == "subgroup" and swap_small_n(ctx.dev.subgroup_size, M, N)
     if swap:     # C^T = B^T A^T: the operands trade places and transposition flags
         a, b, ta, tb, M, N, sa, sb = b, a, not tb, not ta, N, M, sb, sa

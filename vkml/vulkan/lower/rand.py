@@ -19,9 +19,13 @@ every example gets exactly its unbatched numbers.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
+import numpy as np
+
 from ...trace import dtypes as dt
 from ...trace.shapes import size_of
-from ..kernels import binding
+from ..program import Meta, Program
 
 RAND_DOMAIN = 0
 
@@ -49,20 +53,6 @@ uvec4 philox4x32_10(uvec4 c, uvec2 k) {
 }
 """
 
-_BODY = """{decl}
-{philox}
-void main() {{
-  uint g = gidx();
-  if (g >= uint(meta[0])) return;
-  // meta[2] (elements per key) is >= 1 here: a total of 0 has returned above
-  uint n = uint(meta[2]);
-  uint kb = g / n, i = g - kb * n;
-  uvec2 k = uvec2(uint(key[2u * kb]), uint(key[2u * kb + 1u]));
-  uvec4 w = philox4x32_10(uvec4(i, 0u, 0u, uint(meta[1])), k);
-  o[g] = {value};
-}}
-"""
-
 # float32 2^-24 and float64 2^-53 spelled as bit patterns, so no decimal rounding is involved
 _VALUE = {
     dt.int32: "int(w.x)",
@@ -72,21 +62,34 @@ _VALUE = {
 }
 
 
+@lru_cache(maxsize=None)
+def program(dtype) -> Program:
+    """Element g of the output: Philox block (i, 0, 0, domain) under key g // per_key."""
+    p = Program(f"Rand_{np.dtype(dtype).name}")
+    p.meta = Meta(("n", 1), ("domain", 1), ("per_key", 1))
+    key = p.buffer("key", "int", readonly=True)
+    o = p.buffer("o", dt.glsl_type(dtype))
+    p.library("philox", PHILOX_GLSL)
+    p.main("uint g = gidx();", f"if (g >= uint({p.m('n')})) return;",
+           "// per_key is >= 1 here: a total of 0 has returned above",
+           f"uint n = uint({p.m('per_key')});",
+           "uint kb = g / n, i = g - kb * n;",
+           f"uvec2 k = uvec2(uint({key}[2u * kb]), uint({key}[2u * kb + 1u]));",
+           f"uvec4 w = philox4x32_10(uvec4(i, 0u, 0u, uint({p.m('domain')})), k);",
+           f"{o}[g] = {_VALUE[np.dtype(dtype)]};")
+    return p
+
+
 def lower(node, ins, out, ctx) -> None:
     """Fill `out` with Philox draws keyed by the int32 view `ins[0]` of shape (..., 2):
-    one block of prod(node.attrs["shape"]) elements per key.
-
-    >>> # vkml.array.bind(OpKind.Rand, [vkml.random.key(0)], shape=(3,), dtype="float32")
-    """
+    one block of prod(node.attrs["shape"]) elements per key."""
     d = node.dtype
     if d not in _VALUE:
         raise NotImplementedError(f"Rand: output dtype {d} has no kernel; valid: int32, float32, float64")
     if d == dt.float64 and not ctx.dev.has_float64:
         raise dt.DTypeError(f"Rand: float64 output needs shaderFloat64, which {ctx.dev.name} lacks; "
                             f"draw float32 instead")
-    decl = binding(1, "int", "key", readonly=True) + binding(2, dt.glsl_type(d), "o")
-    body = _BODY.format(decl=decl, philox=PHILOX_GLSL, value=_VALUE[d])
-    k = ctx.kernel(f"Rand_{d.name}", body, 2)
+    k = ctx.kernel(program(np.dtype(d)))
     total = out.size
-    per_key = size_of(node.attrs["shape"])
-    ctx.dispatch(k, [total, RAND_DOMAIN, per_key], [ins[0], out], writes=(1,), threads=total)
+    ctx.dispatch(k, {"n": total, "domain": RAND_DOMAIN, "per_key": size_of(node.attrs["shape"])},
+                 [ins[0], out], threads=total)

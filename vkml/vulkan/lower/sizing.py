@@ -10,7 +10,7 @@ def device_kind(override: str | None = None) -> str:
     if override is not None:
         return override
     from ..device import get
-    return "cpu" if get().is_cpu else "gpu"
+    return "cpu" if get().profile.cpu else "gpu"
 
 
 def cdiv(a: int, b: int) -> int:

@@ -264,7 +264,7 @@ def _im2col_width(T: str, L: int, dev) -> int:
     4 elsewhere, 1 where a row of L columns does not split evenly."""
     if not IM2COL_WIDE:
         return 1
-    for w in ((8, 4) if dev.is_cpu and dev.has_int64 and T != "double" else (4,)):
+    for w in ((8, 4) if dev.profile.cpu and dev.has_int64 and T != "double" else (4,)):
         if L % w == 0:
             return w
     return 1
