@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import compile as _compile
 from .device import Device
 from .program import Program
@@ -58,6 +60,20 @@ TEXEL_FORMATS = {1: vk.VK_FORMAT_R32_SFLOAT, 2: vk.VK_FORMAT_R32G32_SFLOAT,
                  4: vk.VK_FORMAT_R32G32B32A32_SFLOAT, 8: vk.VK_FORMAT_R32G32B32A32_SFLOAT}
 TEXEL_BYTES = {vk.VK_FORMAT_R32_SFLOAT: 4, vk.VK_FORMAT_R32G32_SFLOAT: 8,
                vk.VK_FORMAT_R32G32B32A32_SFLOAT: 16}
+
+
+def texel_format(dev, v, w: int, on: bool | None = None):
+    """The texel format a device reads float32 view v through, w elements per load (None:
+    a storage buffer), where its profile reads float32 operands as texels (`on` overrides
+    `profile.texels`). The view must start on a texel boundary (tensors lie 256 bytes
+    apart) and hold whole texels within the device's limit."""
+    if not ((dev.profile.texels if on is None else on) and v.dtype == np.float32):
+        return None
+    fmt = TEXEL_FORMATS[w]
+    tb = TEXEL_BYTES[fmt]
+    if v.offset % max(dev.texel_alignment, tb) or v.nbytes < tb or v.nbytes // tb > dev.max_texels:
+        return None
+    return fmt
 
 
 def divisor(d: int) -> tuple[int, int]:

@@ -23,7 +23,7 @@ import numpy as np
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
-from ..kernels import TEXEL_BYTES, TEXEL_FORMATS, binding, divisor, texel_binding
+from ..kernels import TEXEL_BYTES, TEXEL_FORMATS, binding, divisor, texel_binding, texel_format
 
 SHADERS = Path(__file__).resolve().parent.parent / "shaders"
 MAX_RANK = 8
@@ -366,7 +366,6 @@ def _vec_modes(shp, loads, W: int) -> list[str] | None:
 
 
 VECTORIZE = True      # tests turn it off to compare the one-element-per-thread path
-TEXELS = True         # CPU devices read float32 leaves as texels (tests turn it off to compare)
 VECTOR_MIN = 1 << 14  # elements below which a kernel is not worth a specialised source
 
 
@@ -506,20 +505,6 @@ def _signature(reg) -> tuple:
             sig.append((op, np.dtype(i).str, np.dtype(o).str,
                         tuple(sorted((k, str(v)) for k, v in attrs.items())), args))
     return tuple(sig), reg.out
-
-
-def texel_format(dev, v, w: int):
-    """The texel format a CPU device reads float32 view v through, w elements per load
-    (None: a storage buffer). lavapipe 22.3 loads a storage buffer lane by lane, each
-    behind a bounds-check branch; a texel fetch is one gather. The view must start on a
-    texel boundary (tensors lie 256 bytes apart) and hold whole texels within the limit."""
-    if not (TEXELS and dev.profile.cpu and v.dtype == np.float32):
-        return None
-    fmt = TEXEL_FORMATS[w]
-    tb = TEXEL_BYTES[fmt]
-    if v.offset % max(dev.texel_alignment, tb) or v.nbytes < tb or v.nbytes // tb > dev.max_texels:
-        return None
-    return fmt
 
 
 def _region_source(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx: int,
