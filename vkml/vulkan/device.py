@@ -127,16 +127,20 @@ class Profile:
     poll_s: float = 0.005
     poll_yield: bool = False
     host_cached_reads: bool = False   # read results through host-cached memory where there is any
-    # fusion (`vulkan/fusion.py`)
+    # ---- fusion (`vulkan/fusion.py`) and elementwise regions (`lower/elementwise.py`)
     fuse: bool = True
     recompute_small: int = 0    # regions up to this size recompute their broadcast inputs (0: never)
     inline_sum: int = 0         # a Sum over at most this many elements per output is inlined (0: never)
     fold_transposes: bool = True
     matmul_epilogues: bool = True
     max_leaves: int = 12        # materialised inputs one region may read
-    # kernel variants (each on by default where it pays; tests turn one off to compare)
+    # (end of fusion/elementwise fields)
+
+    # ---- reductions (`lower/reduce.py`)
     reduce_unroll: int = 8      # thread passes of a reduction: loop steps written out per iteration
-    im2col_wide: bool = True
+    # (end of reduce fields)
+
+    # ---- matmul (`lower/matmul`)
     matmul_texels: bool = False
     matmul_vec4: bool = True
     matmul_prefetch: bool = False
@@ -145,6 +149,11 @@ class Profile:
     matmul_swap: bool = True
     matmul_tail_chunk: bool = True
     matmul_spec_tiles: bool = True
+    # (end of matmul fields)
+
+    # ---- scan, softmax, window, index (`lower/scan.py` ...)
+    im2col_wide: bool = True
+    # (end of scan/softmax/window/index fields)
 
     @cached_property
     def _hash(self) -> int:
