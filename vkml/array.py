@@ -295,6 +295,12 @@ def _freeze(v: Any):
     return (type(v).__name__, v)
 
 
+def _profile():
+    """The device profile eager programs are lowered for (part of their cache key)."""
+    from .vulkan import runtime
+    return runtime.get().dev.profile
+
+
 def _eager(kind: OpKind, operands: list, attrs: dict) -> "Array":
     """Run one operator now: compiled once per operator, attributes and operand shapes
     and dtypes (like a jitted function of one operator), so that a repeated eager
@@ -303,7 +309,7 @@ def _eager(kind: OpKind, operands: list, attrs: dict) -> "Array":
     from .jit import Compiled
     try:
         key = (kind, tuple(sorted((k, _freeze(v)) for k, v in attrs.items())),
-               tuple((v.shape, v.dtype) for v in operands))
+               tuple((v.shape, v.dtype) for v in operands), _profile())
     except TypeError:
         key = None
     if _eager_cache is None:

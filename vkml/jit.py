@@ -18,8 +18,15 @@ from .trace.tracer import _stack
 from .trace.graph import Graph
 from .trace.ops import OpKind
 from .tree_util import tree_flatten, tree_unflatten
+from .vulkan import runtime as _runtime
 from .vulkan.memory import SMALL
 from .vulkan.transfer import CopyCommands
+
+
+def _mode() -> tuple:
+    """What a compiled program depends on besides its graph: index checks on or off, and
+    the device profile it is lowered for."""
+    return checks_enabled(), _runtime.get().dev.profile
 
 
 def execute(graph: Graph, args: Sequence[Array]) -> list[Array]:
@@ -403,8 +410,9 @@ class Jitted:
         static, dyn, key_static = split or self._split(args)
         leaves, treedef = flat or tree_flatten(dyn)
         leaves = [l if type(l) is Array else vnp.asarray(l) for l in leaves]
-        # traced with `vkml.debug` index checks or without: two programs
-        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static, checks_enabled())
+        # traced with `vkml.debug` index checks or without, lowered for one device
+        # profile or another: different programs
+        key = (treedef, tuple((l.shape, l.dtype) for l in leaves), key_static, _mode())
         entry = self.cache.get(key)
         if entry is None:
             graph, out_tree, captured, _ = self._trace(args, static, dyn)
@@ -428,7 +436,7 @@ class Jitted:
                     break
                 key.append((a.shape, a.dtype))
             else:
-                hit = plain.get((checks_enabled(), tuple(key)))
+                hit = plain.get((_mode(), tuple(key)))
                 if hit is not None and not _stack():
                     for a in args:
                         if type(a._buf) is _DonatedBuffer:
@@ -450,7 +458,7 @@ class Jitted:
         (compiled, out_tree), leaves, dyn, _ = self._entry(args, split, flat)
         if self._plain is not None and all(type(a) is Array for a in args):
             plain = self._plain
-            plain[(checks_enabled(), tuple((a.shape, a.dtype) for a in args))] = (compiled, out_tree)
+            plain[(_mode(), tuple((a.shape, a.dtype) for a in args))] = (compiled, out_tree)
             while len(plain) > SIGNATURES_KEPT:   # oldest first (a hit here does not reorder)
                 plain.pop(next(iter(plain)), None)
         for l in leaves:
