@@ -112,7 +112,10 @@ class Profile:
     cores: int = 1              # host cores (the CPU matmul tiling keeps each busy)
     merge: bool = False         # run independent dispatches as one (`vulkan/merge.py`)
     dynamic: bool = False       # ... and big single ones as a loop over an atomic counter
-    hoist_meta: int = 0         # hoist fixed meta reads in kernels with at least this many (0: never)
+    # read a kernel's fixed meta values first thing in main() where it reads at least this
+    # many (0: never): lavapipe loads a uniform value as one scalar only while every
+    # invocation is known active; a streaming kernel reading a few ran slower hoisted
+    hoist_meta: int = 0
     texels: bool = False        # read float32 operands through uniform texel buffers
     wide_loads: bool = False    # move 32-bit data as uint64 pairs (eight per u64vec4)
     vectorize: bool = True      # elementwise regions: several elements per thread on large arrays

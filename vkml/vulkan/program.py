@@ -66,9 +66,6 @@ uint udiv(uint x, int m, int s) { uint hi, lo; umulExtended(x, uint(m), hi, lo);
 """
 # names a program may not declare: the prelude's, and those a merged kernel uses
 RESERVED = frozenset({"meta", "Meta", "gidx", "group_id", "lidx", "udiv", "hrel", "hcount", "HCount"})
-# kernels reading at least this many fixed meta values hoist them where asked: a
-# streaming kernel reading a few ran slower with them hoisted (bench/RESULTS.md)
-HOIST_MIN = 8
 
 
 class Meta:
