@@ -30,16 +30,16 @@ rendering defines.
 >>> p = Program("AddOne")
 >>> p.meta = Meta(("n", 1))
 >>> o = p.buffer("o", "float")
->>> x = p.buffer("x", "float", readonly=True)
+>>> x = p.buffer("src", "float", readonly=True)
 >>> p.main(f"uint i = gidx();", f"if (i >= uint({p.m('n')})) return;", f"{o}[i] = {x}[i] + 1.0;")
 >>> print(p.render().split("// AddOne")[1].strip())
 #define m_n meta[0]
 layout(std430, set = 0, binding = 1) buffer B1_o { float o[]; };
-layout(std430, set = 0, binding = 2) readonly buffer B2_x { float x[]; };
+layout(std430, set = 0, binding = 2) readonly buffer B2_src { float src[]; };
 void main() {
   uint i = gidx();
   if (i >= uint(m_n)) return;
-  o[i] = x[i] + 1.0;
+  o[i] = src[i] + 1.0;
 }
 >>> p.meta.pack(n=5).tolist()
 [5]
