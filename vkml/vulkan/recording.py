@@ -29,155 +29,173 @@ class Recording:
         self.rt = rt
         self.names = [ds.kernel.name for ds in dispatches]
         self.query_pool = None
-        dev = rt.dev
-        d = dev.device
         self.n_dispatches = len(dispatches)
+        self._views = []
+        self._place_meta(dispatches, like, replayed)
+        # Raw cffi calls: the `vulkan` wrappers cost tens of microseconds each on a GPU
+        # host, and an eager operator makes a recording every time
+        with rt.dev.lock:
+            sets = self._bind(dispatches)
+            self._record(dispatches, sets, profile)
+
+    def _place_meta(self, dispatches: list, like, replayed: bool) -> None:
+        """Every dispatch's meta at its offset in one buffer (or like's, which holds the
+        same meta: jit rebinding the same dispatches to other buffers)."""
+        rt, dev = self.rt, self.rt.dev
         if like is not None:
-            # the same dispatches on other buffers (jit rebinding): the same meta
-            self.meta_buf, self.meta_host, offs, total = like.meta_buf, like.meta_host, like.meta_offs, like.meta_total
-        else:
-            align = max(dev.storage_alignment, 16) // 4
-            offs, total = [], 0
-            for ds in dispatches:
-                offs.append(total)
-                total += -(-max(ds.meta.size, 1) // align) * align
-            # Every invocation reads its dispatch's meta, so it lives in device-local memory:
-            # read from host memory (over PCIe on a discrete GPU) it capped a copy kernel on
-            # the H200 at a tenth of its bandwidth. Where device memory is not mapped, it is
-            # copied there from a host staging range.
-            self.meta_buf = rt.allocator.alloc(total * 4, "meta")
-            mb = self.meta_buf
-            self.meta_host = mb if mb.block.mapped is not None else rt.allocator.alloc(total * 4, "meta", host=True)
-            mh = self.meta_host
-            mv = mh.block.mapped[mh.offset:mh.offset + total * 4].view(np.int32)
-            for ds, o in zip(dispatches, offs):
-                mv[o:o + ds.meta.size] = ds.meta
+            self.meta_buf, self.meta_host = like.meta_buf, like.meta_host
+            self.meta_offs, self.meta_total, self.meta_in_cb = like.meta_offs, like.meta_total, like.meta_in_cb
+            return
+        align = max(dev.storage_alignment, 16) // 4
+        offs, total = [], 0
+        for ds in dispatches:
+            offs.append(total)
+            total += -(-max(ds.meta.size, 1) // align) * align
+        # Every invocation reads its dispatch's meta, so it lives in device-local memory:
+        # read from host memory (over PCIe on a discrete GPU) it capped a copy kernel's
+        # bandwidth. Where device memory is not mapped, it is copied there from a host
+        # staging range.
+        mb = self.meta_buf = rt.allocator.alloc(total * 4, "meta")
+        mh = self.meta_host = mb if mb.block.mapped is not None else rt.allocator.alloc(total * 4, "meta", host=True)
+        mv = mh.block.mapped[mh.offset:mh.offset + total * 4].view(np.int32)
+        for ds, o in zip(dispatches, offs):
+            mv[o:o + ds.meta.size] = ds.meta
         self.meta_offs, self.meta_total = offs, total
-        mb, mh = self.meta_buf, self.meta_host
         # A recording that is replayed (jit) uploads its meta once, now; a one-shot one
         # (an eager operator) copies it at the start of its own command buffer instead of
         # paying a submission for it. Recordings sharing meta share that upload.
-        if like is not None:
-            self.meta_in_cb = like.meta_in_cb
-        else:
-            self.meta_in_cb = mh is not mb and not replayed
-            if mh is not mb and replayed:
-                rt._copy(mh, mb, total * 4)
+        self.meta_in_cb = mh is not mb and not replayed
+        if mh is not mb and replayed:
+            rt._copy(mh, mb, total * 4)
+
+    def _bind(self, dispatches: list):
+        """One descriptor set per dispatch, in a pool of this recording's: meta at binding
+        0, the views after it (storage buffers or texel views)."""
+        ffi, lib, null = vk.ffi, vk.lib, vk.ffi.NULL
+        d = self.rt.dev.device
+        mb, offs = self.meta_buf, self.meta_offs
+        n = len(dispatches)
         n_bind = sum(len(ds.views) + 1 for ds in dispatches)
         n_texel = sum(f is not None for ds in dispatches for f in ds.kernel.texels)
-        self._views = []
-        # Raw cffi calls (the `vulkan` wrappers cost 15-25 us each on a GPU host, and an
-        # eager operator makes a recording every time)
-        ffi, lib, null = vk.ffi, vk.lib, vk.ffi.NULL
-        n = len(dispatches)
-        with dev.lock:
-            size = ffi.new("VkDescriptorPoolSize[2]")
-            size[0].type, size[0].descriptorCount = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max(n_bind - n_texel, 1)
-            size[1].type, size[1].descriptorCount = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, max(n_texel, 1)
-            pci = ffi.new("VkDescriptorPoolCreateInfo*")
-            pci.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO
-            pci.maxSets, pci.poolSizeCount, pci.pPoolSizes = max(n, 1), 2 if n_texel else 1, size
-            pool = ffi.new("VkDescriptorPool*")
-            _check(lib.vkCreateDescriptorPool(d, pci, null, pool), "vkCreateDescriptorPool")
-            self.pool = pool[0]
-            sets = ffi.new("VkDescriptorSet[]", max(n, 1))
-            if n:
-                layouts = ffi.new("VkDescriptorSetLayout[]", [ds.kernel.set_layout for ds in dispatches])
-                ai = ffi.new("VkDescriptorSetAllocateInfo*")
-                ai.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
-                ai.descriptorPool, ai.descriptorSetCount, ai.pSetLayouts = self.pool, n, layouts
-                _check(lib.vkAllocateDescriptorSets(d, ai, sets), "vkAllocateDescriptorSets")
-                infos = ffi.new("VkDescriptorBufferInfo[]", n_bind)
-                texel_views = ffi.new("VkBufferView[]", max(n_texel, 1))
-                writes = ffi.new("VkWriteDescriptorSet[]", n + 2 * n_texel)
-                k = nw = nt = 0
-                for i, (ds, o) in enumerate(zip(dispatches, offs)):
-                    # one write per run of storage bindings: a count past one binding
-                    # continues into the next (same type and stage flags); one per texel
+        size = ffi.new("VkDescriptorPoolSize[2]")
+        size[0].type, size[0].descriptorCount = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max(n_bind - n_texel, 1)
+        size[1].type, size[1].descriptorCount = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, max(n_texel, 1)
+        pci = ffi.new("VkDescriptorPoolCreateInfo*")
+        pci.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO
+        pci.maxSets, pci.poolSizeCount, pci.pPoolSizes = max(n, 1), 2 if n_texel else 1, size
+        pool = ffi.new("VkDescriptorPool*")
+        _check(lib.vkCreateDescriptorPool(d, pci, null, pool), "vkCreateDescriptorPool")
+        self.pool = pool[0]
+        sets = ffi.new("VkDescriptorSet[]", max(n, 1))
+        if not n:
+            return sets
+        layouts = ffi.new("VkDescriptorSetLayout[]", [ds.kernel.set_layout for ds in dispatches])
+        ai = ffi.new("VkDescriptorSetAllocateInfo*")
+        ai.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
+        ai.descriptorPool, ai.descriptorSetCount, ai.pSetLayouts = self.pool, n, layouts
+        _check(lib.vkAllocateDescriptorSets(d, ai, sets), "vkAllocateDescriptorSets")
+        infos = ffi.new("VkDescriptorBufferInfo[]", n_bind)
+        texel_views = ffi.new("VkBufferView[]", max(n_texel, 1))
+        writes = ffi.new("VkWriteDescriptorSet[]", n + 2 * n_texel)
+        k = nw = nt = 0
+        for i, (ds, o) in enumerate(zip(dispatches, offs)):
+            # one write per run of storage bindings: a count past one binding continues
+            # into the next (same type and stage flags); one per texel
+            w = None
+            for j in range(len(ds.views) + 1):
+                fmt = ds.kernel.texels[j - 1] if j and ds.kernel.texels else None
+                if fmt is not None:
+                    w, v = writes[nw], ds.views[j - 1]
+                    nw += 1
+                    w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+                    w.dstSet, w.dstBinding, w.dstArrayElement = sets[i], j, 0
+                    w.descriptorCount = 1
+                    w.descriptorType = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                    texel_views[nt] = self._texel_view(v, fmt, ds.kernel.name)
+                    w.pTexelBufferView = texel_views + nt
+                    nt += 1
                     w = None
-                    for j in range(len(ds.views) + 1):
-                        fmt = ds.kernel.texels[j - 1] if j and ds.kernel.texels else None
-                        if fmt is not None:
-                            w, v = writes[nw], ds.views[j - 1]
-                            nw += 1
-                            w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-                            w.dstSet, w.dstBinding, w.dstArrayElement = sets[i], j, 0
-                            w.descriptorCount = 1
-                            w.descriptorType = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
-                            texel_views[nt] = self._texel_view(v, fmt, ds.kernel.name)
-                            w.pTexelBufferView = texel_views + nt
-                            nt += 1
-                            w = None
-                            k += 1
-                            continue
-                        if w is None:
-                            w = writes[nw]
-                            nw += 1
-                            w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-                            w.dstSet, w.dstBinding, w.dstArrayElement = sets[i], j, 0
-                            w.descriptorCount = 0
-                            w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-                            w.pBufferInfo = infos + k
-                        w.descriptorCount += 1
-                        inf = infos[k]
-                        if j == 0:
-                            inf.buffer, inf.offset, inf.range = mb.block.buffer, mb.offset + o * 4, max(ds.meta.size, 1) * 4
-                        else:
-                            v = ds.views[j - 1]
-                            inf.buffer, inf.offset, inf.range = v.vkbuf, v.offset, max(v.nbytes, 4)
-                        k += 1
-                lib.vkUpdateDescriptorSets(d, nw, writes, 0, null)
-            cbi = ffi.new("VkCommandBufferAllocateInfo*")
-            cbi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO
-            cbi.commandPool, cbi.level, cbi.commandBufferCount = dev.command_pool, vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1
-            self._cbs = ffi.new("VkCommandBuffer[1]")
-            _check(lib.vkAllocateCommandBuffers(d, cbi, self._cbs), "vkAllocateCommandBuffers")
-            cb = self.cb = self._cbs[0]
-            bi = ffi.new("VkCommandBufferBeginInfo*")
-            bi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
-            lib.vkBeginCommandBuffer(cb, bi)
+                    k += 1
+                    continue
+                if w is None:
+                    w = writes[nw]
+                    nw += 1
+                    w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+                    w.dstSet, w.dstBinding, w.dstArrayElement = sets[i], j, 0
+                    w.descriptorCount = 0
+                    w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                    w.pBufferInfo = infos + k
+                w.descriptorCount += 1
+                inf = infos[k]
+                if j == 0:
+                    inf.buffer, inf.offset, inf.range = mb.block.buffer, mb.offset + o * 4, max(ds.meta.size, 1) * 4
+                else:
+                    v = ds.views[j - 1]
+                    inf.buffer, inf.offset, inf.range = v.vkbuf, v.offset, max(v.nbytes, 4)
+                k += 1
+        lib.vkUpdateDescriptorSets(d, nw, writes, 0, null)
+        return sets
+
+    def _record(self, dispatches: list, sets, profile: bool) -> None:
+        """The command buffer: zeroed counters, the meta copy (one-shot recordings), then
+        every dispatch, behind a barrier only where it meets a hazard (`barriers_before`);
+        with profile, every dispatch alone between timestamps."""
+        ffi, lib, null = vk.ffi, vk.lib, vk.ffi.NULL
+        dev = self.rt.dev
+        d = dev.device
+        n = len(dispatches)
+        cbi = ffi.new("VkCommandBufferAllocateInfo*")
+        cbi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO
+        cbi.commandPool, cbi.level, cbi.commandBufferCount = dev.command_pool, vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1
+        self._cbs = ffi.new("VkCommandBuffer[1]")
+        _check(lib.vkAllocateCommandBuffers(d, cbi, self._cbs), "vkAllocateCommandBuffers")
+        cb = self.cb = self._cbs[0]
+        bi = ffi.new("VkCommandBufferBeginInfo*")
+        bi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        lib.vkBeginCommandBuffer(cb, bi)
+        if profile:
+            # a timestamp before the first dispatch and after each, every dispatch behind
+            # a barrier: each interval is one kernel alone
+            self.query_pool = vk.vkCreateQueryPool(d, vk.VkQueryPoolCreateInfo(
+                queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=n + 1), None)
+            lib.vkCmdResetQueryPool(cb, self.query_pool, 0, n + 1)
+        for ds in dispatches:     # counters a dispatch counts from zero (`merge`)
+            for v in ds.zero:
+                lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
+        if self.meta_in_cb:
+            mb, mh = self.meta_buf, self.meta_host
+            region = ffi.new("VkBufferCopy*")
+            region.srcOffset, region.dstOffset, region.size = mh.offset, mb.offset, self.meta_total * 4
+            lib.vkCmdCopyBuffer(cb, mh.block.buffer, mb.block.buffer, 1, region)
+        barrier = ffi.new("VkMemoryBarrier*")
+        barrier.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
+        barrier.srcAccessMask, barrier.dstAccessMask = _BARRIER_SRC, _BARRIER_DST
+        compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+        # writes of earlier submissions and of the host become visible here
+        lib.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                                 compute, 0, 1, barrier, 0, null, 0, null)
+        self.barriers = 0
+        maxx, maxy = dev.max_workgroup_count[0], dev.max_workgroup_count[1]
+        if profile:
+            lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, 0)
+        bind = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+        for q, (ds, hazard) in enumerate(zip(dispatches, barriers_before(dispatches))):
+            if profile or hazard:
+                lib.vkCmdPipelineBarrier(cb, compute, compute, 0, 1, barrier, 0, null, 0, null)
+                self.barriers += 1
+            lib.vkCmdBindPipeline(cb, bind, ds.kernel.pipeline)
+            lib.vkCmdBindDescriptorSets(cb, bind, ds.kernel.layout, 0, 1, sets + q, 0, null)
+            gx = min(ds.groups, maxx)
+            gy = -(-ds.groups // gx)
+            if gy > maxy:
+                raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
+            lib.vkCmdDispatch(cb, gx, gy, 1)
             if profile:
-                # a timestamp before the first dispatch and after each, every dispatch
-                # behind a barrier: each interval is one kernel alone
-                self.query_pool = vk.vkCreateQueryPool(d, vk.VkQueryPoolCreateInfo(
-                    queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=n + 1), None)
-                lib.vkCmdResetQueryPool(cb, self.query_pool, 0, n + 1)
-            for ds in dispatches:     # counters a dispatch counts from zero (`merge`)
-                for v in ds.zero:
-                    lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
-            if self.meta_in_cb:
-                region = ffi.new("VkBufferCopy*")
-                region.srcOffset, region.dstOffset, region.size = mh.offset, mb.offset, total * 4
-                lib.vkCmdCopyBuffer(cb, mh.block.buffer, mb.block.buffer, 1, region)
-            barrier = ffi.new("VkMemoryBarrier*")
-            barrier.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
-            barrier.srcAccessMask, barrier.dstAccessMask = _BARRIER_SRC, _BARRIER_DST
-            compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-            # writes of earlier submissions and of the host become visible here
-            lib.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
-                                     compute, 0, 1, barrier, 0, null, 0, null)
-            self.barriers = 0
-            maxx, maxy = dev.max_workgroup_count[0], dev.max_workgroup_count[1]
-            if profile:
-                lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, 0)
-            bind = vk.VK_PIPELINE_BIND_POINT_COMPUTE
-            for q, (ds, hazard) in enumerate(zip(dispatches, barriers_before(dispatches))):
-                if profile or hazard:
-                    lib.vkCmdPipelineBarrier(cb, compute, compute, 0, 1, barrier, 0, null, 0, null)
-                    self.barriers += 1
-                lib.vkCmdBindPipeline(cb, bind, ds.kernel.pipeline)
-                lib.vkCmdBindDescriptorSets(cb, bind, ds.kernel.layout, 0, 1, sets + q, 0, null)
-                gx = min(ds.groups, maxx)
-                gy = -(-ds.groups // gx)
-                if gy > maxy:
-                    raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
-                lib.vkCmdDispatch(cb, gx, gy, 1)
-                if profile:
-                    lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, q + 1)
-            # results become visible to the host and to later transfers
-            lib.vkCmdPipelineBarrier(cb, compute, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
-                                     0, 1, barrier, 0, null, 0, null)
-            _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+                lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, q + 1)
+        # results become visible to the host and to later transfers
+        lib.vkCmdPipelineBarrier(cb, compute, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                                 0, 1, barrier, 0, null, 0, null)
+        _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
 
     def _texel_view(self, v: View, fmt: int, name: str):
         """A buffer view of v's whole texels, owned by this recording."""
