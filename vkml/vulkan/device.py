@@ -51,10 +51,9 @@ def _cpu_flags() -> set[str]:
 def lavapipe_vectors() -> None:
     """Ask lavapipe for 512-bit vectors (subgroups of 16) on a CPU with AVX-512, unless
     LP_NATIVE_VECTOR_WIDTH is already set; it is read when the driver starts, so this runs
-    before the instance is created. llvmpipe defaults to 256 bits everywhere. On the 2-core
-    AMD EPYC (Zen 5) VM of `bench/RESULTS.md` a float32 MatMul then does twice the work per
-    instruction: 1024^3 104 -> 143 GFLOP/s, the small MLP step about 15% faster, elementwise
-    and reduction kernels unchanged (`python -m bench`). GPUs ignore the variable.
+    before the instance is created. llvmpipe defaults to 256 bits everywhere. A float32
+    MatMul then does twice the work per instruction (bench/RESULTS.md); elementwise and
+    reduction kernels are unchanged. GPUs ignore the variable.
 
     >>> saved = os.environ.get("LP_NATIVE_VECTOR_WIDTH")
     >>> os.environ["LP_NATIVE_VECTOR_WIDTH"] = "256"   # a width already chosen is kept

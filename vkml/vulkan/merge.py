@@ -2,17 +2,16 @@
 one dispatch of one generated kernel.
 
 lavapipe runs the dispatches of a command buffer one after another and wakes its worker
-threads for each: about 14 us per dispatch on the 2-core CI VM beyond the kernel itself
-(`bench/tools/lvp_dispatch.py`: 18 us each with worker threads, 4 us on the queue thread
-alone). A training step's backward pass has, per layer, a weight gradient, an input
+threads for each, a cost beyond the kernel itself that a small kernel notices
+(`bench/tools/lvp_dispatch.py` measures it). A training step's backward pass has, per layer, a weight gradient, an input
 gradient and a bias sum that only read what the layer before produced; as one dispatch
 they also share the workers, where a one-workgroup sum left a core idle. A GPU overlaps
 such dispatches anyway (no barrier between them), so only CPU devices merge.
 
 A merged kernel holds each part's program (`program.merged`) with its global names
 prefixed (`h<p>_`), its bindings numbered after the previous parts' and its meta read
-at its offset into the concatenated meta. Every workgroup of it runs the same share of every part, one part
-after another (`_sets` says why not one part per workgroup). The workgroup size is the
+at its offset into the concatenated meta. Every workgroup of it runs the same share of
+every part, one part after another (`_sets` says why not one part per workgroup). The workgroup size is the
 smallest of the parts'; a part with a larger one runs each of its workgroups as several
 (its invocation index rebuilt from them), which is exact for kernels whose invocations
 meet only through subgroup operations: a part that uses shared memory, barriers or
@@ -23,7 +22,7 @@ tests/vulkan/test_merge.py compares merged and unmerged bits.
 
 Dynamic dispatches: lavapipe also splits a dispatch's workgroups into one fixed share per
 worker thread, so on a VM whose vCPUs are time-shared one slowed vCPU stretches every
-dispatch (the small MLP step: best 1.5 ms, but 2.6-2.8 ms in such stretches). A merged or
+dispatch (the small MLP step ran almost twice as long in such stretches). A merged or
 single kernel of subgroup-sized workgroups with more units than workers instead runs one
 workgroup per worker, each taking the next unit from an atomic counter that the
 recording zeroes first (`Dispatch.zero`), so a fast core takes more units
@@ -34,7 +33,7 @@ in schedule order, so moving independent work next to other work would mostly me
 range it must wait for.
 
 Only dispatches touching at most MAX_BYTES each are merged: a long kernel does not
-notice 14 us, and keeping it alone keeps its own meta reads where they were.
+notice the cost of a dispatch, and keeping it alone keeps its own meta reads where they were.
 """
 from __future__ import annotations
 
@@ -89,12 +88,10 @@ def _sets(parts: list, S: int, dev, workers: int) -> list[tuple[list, int, int]]
     running count / G of every part's (count in workgroups of L). G is one of the counts,
     at least `workers` (lavapipe's threads) unless every part is tiny (TINY: one
     workgroup may then run it all), the one that divides the most counts (then the one
-    nearest `workers`, then the
-    largest); a set takes the parts whose count it divides. Every workgroup then does the
-    same work and runs all of it: lavapipe 22.3
-    runs both sides of an if under a lane mask, so a kernel branching to one part per
+    nearest `workers`, then the largest); a set takes the parts whose count it divides. Every workgroup then does the
+    same work and runs all of it: lavapipe runs both sides of an if under a lane mask, so a kernel branching to one part per
     workgroup ran every part's straight-line code in every workgroup (the small MLP step
-    1.6 -> 1.9 ms), and it hands each worker thread one contiguous share of the
+    slower than unmerged), and it hands each worker thread one contiguous share of the
     workgroups. Within the descriptor limits; single parts come back as sets of one."""
     def alone(p):
         return ([p], p.ds.kernel.local_size, p.ds.groups)

@@ -1,7 +1,7 @@
 """Buffer-to-buffer copies recorded per call, through the raw cffi entry points.
 
-The `vulkan` package's wrappers cost 15-25 us a call on a GPU host (argument conversion
-in Python); a jitted call that copies a few small arguments and results would spend
+The `vulkan` package's wrappers cost tens of microseconds a call on a GPU host (argument
+conversion in Python); a jitted call that copies a few small arguments and results would spend
 most of its time there. CopyCommands keeps one command buffer and the structures it
 needs, and re-records it with direct `lib` calls: a few microseconds per call.
 """
