@@ -146,11 +146,38 @@ def test_shape_errors_name_the_operator():
 @pytest.mark.parametrize("shape,a", CONFIGS + [((2, 3, 8, 8), win((3, 3), (1, 1), (1, 1))),     # L = 64
                                                ((1, 2, 6, 6), win((3, 3), (1, 1), (1, 1))),     # L = 36
                                                ((1, 2, 9, 7), win((3, 3), (2, 2), (1, 0)))])   # L = 15
-def test_im2col_matches_numpy(shape, a, dtype, wide, monkeypatch):
+def test_im2col_matches_numpy(shape, a, dtype, wide):
     """Im2Col against a NumPy unfold, with W columns per thread (rows of L % 8 == 0, 4, or
-    neither) and with one element per thread."""
-    from vkml.vulkan.lower import window
-    monkeypatch.setattr(window, "IM2COL_WIDE", wide)
+    neither) and with one element per thread (`Profile.im2col_wide` off)."""
+    from vkml.vulkan.device import using
     x = RNG.standard_normal(shape).astype(dtype)
     want = im2col_ref(x, a["kernel"], a["stride"], a["padding"], a["dilation"])
-    np.testing.assert_array_equal(_run(OpKind.Im2Col, [x], **a), want)
+    with using(im2col_wide=wide):
+        np.testing.assert_array_equal(_run(OpKind.Im2Col, [x], **a), want)
+
+
+def test_window_kernels_merged_keep_their_bits():
+    """Independent window kernels (the four operators, float32 and float64) run merged on
+    a device that merges dispatches, with the same bits as dispatches of their own."""
+    import vkml
+    from vkml.vulkan import merge, runtime
+    a = win((3, 3), (1, 1), (1, 1))
+    xs = [vnp.asarray(RNG.standard_normal((2, 3, 8, 8)).astype(d)) for d in (np.float32, np.float64)]
+
+    def fn(x32, x64):
+        out = []
+        for x in (x32, x64):
+            y = bind(OpKind.MaxPool2d, [x], **a)
+            cols = bind(OpKind.Im2Col, [x], **a)
+            out += [y, cols, bind(OpKind.Col2Im, [cols], output_size=(8, 8), **a),
+                    bind(OpKind.MaxPool2dBackward, [x, y], **a)]
+        return out
+    got = vkml.jit(fn)(*xs)
+    lo_m = vkml.jit(fn).lower(*xs)
+    with merge.disabled():
+        want = vkml.jit(fn)(*xs)
+        lo_s = vkml.jit(fn).lower(*xs)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    if merge.active(runtime.get().dev.profile):
+        assert lo_m.dispatch_count < lo_s.dispatch_count, (lo_m, lo_s)

@@ -6,18 +6,26 @@ wraps once in every kernel; then, as in JAX, a gather clamps an index still out 
 to [0, n-1] and a scatter drops its update (so a clamped read gets no gradient).
 
 ScatterAdd never uses float atomics: each output element gathers its contributions in
-index order j = 0, 1, ..., so results are bitwise reproducible. For short index arrays it
-simply scans all of them; for long ones it first sorts (destination, j) pairs with a
-stable merge sort in scratch memory and finds each destination's run by binary search,
-so the cost is proportional to the number of contributions, not positions x len(idx).
-Both paths add in the same order, so they give bitwise the same result.
+index order j = 0, 1, ..., so results are bitwise reproducible. For short index arrays
+every output element tests all of them (`scatter_all_program`); for long ones it first
+sorts (destination, j) pairs with a stable merge sort in scratch memory
+(`pairs_program`, `merge_pass_program`), finds each destination's run by binary search
+(`run_starts_program`) and sums only its run (`scatter_runs_program`), so the cost is
+proportional to the number of contributions, not positions x len(idx). Both paths add
+in the same order, so they give bitwise the same result. An int32 ScatterAdd sums in
+int64 and sets a device check where a sum does not fit int32.
+
+>>> [b.name for b in scatter_runs_program("float").bindings]
+['dst', 'src', 'pairs', 'starts']
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
-from ..kernels import binding
 from ..memory import ALIGN
+from ..program import Meta, Program
 from .fill import fill_view
 
 # Above this many indices ScatterAdd sorts them first (a few extra dispatches) instead of
@@ -27,8 +35,7 @@ SORT_MIN = 64
 # GLSL: the gather's index (wrap negatives once, clamp into [0, n-1]) and the scatter's
 # (wrap negatives once; out of range gives n: never equal to a position, and sorted to
 # the end, past every destination, by the long path).
-_NORM = """
-int norm_index(int k, int n) {
+NORMALISE_GLSL = """int norm_index(int k, int n) {
   if (k < 0) k += n;
   return clamp(k, 0, n - 1);
 }
@@ -38,131 +45,222 @@ int drop_index(int k, int n) {
 }
 """
 
-# out = idx; an index outside [lo, n) (other than `ignore`, when meta[3]) sets err[0] and
-# records the largest such value (err[1], if positive) and the smallest (err[2], if negative)
-_CHECK = """{decl}
-void main() {{
-  uint gi = gidx();
-  if (gi >= uint(meta[0])) return;
-  int k = idx[gi];
-  out_[gi] = k;
-  int n = meta[1], lo = meta[2];
-  if ((k < lo || k >= n) && !(meta[3] != 0 && k == meta[4])) {{
-    atomicOr(err[0], 1);
-    if (k >= 0) atomicMax(err[1], k); else atomicMin(err[2], k);
-  }}
-}}
-"""
+# the per-output-element kernels: (outer, positions, inner) outputs gathering from
+# (outer, m, inner) sources
+_SCATTER_META = (("total", 1), ("m", 1), ("size", 1), ("inner", 1))
 
-_SELECT = """{decl}{norm}
-void main() {{
-  uint gi = gidx();
-  if (gi >= uint(meta[0])) return;
-  int m = meta[1], n = meta[2], inner = meta[3];
-  int o = int(gi);
-  int i = o % inner;
-  int j = (o / inner) % m;
-  int b = o / (inner * m);
-  int k = norm_index(idx[j], n);
-  dst[o] = src[(b * n + k) * inner + i];
-}}
-"""
 
-_SCAN = """{decl}{norm}
-void main() {{
-  uint gi = gidx();
-  if (gi >= uint(meta[0])) return;
-  int m = meta[1], size = meta[2], inner = meta[3];
-  int o = int(gi);
-  int i = o % inner;
-  int p = (o / inner) % size;
-  int b = o / (inner * size);
-  {T} acc = {T}(0);
-  for (int j = 0; j < m; ++j) {{
-    if (drop_index(idx[j], size) == p) acc += src[(b * m + j) * inner + i];
-  }}
-  dst[o] = acc;
-}}
-"""
+def _decode(p: Program) -> list[str]:
+    """main()'s first lines: output o = (b, p, i) of (outer, size, inner)."""
+    return ["uint gi = gidx();",
+            f"if (gi >= uint({p.m('total')})) return;",
+            f"int m = {p.m('m')}, size = {p.m('size')}, inner = {p.m('inner')};",
+            "int o = int(gi);",
+            "int i = o % inner;",
+            "int p = (o / inner) % size;",
+            "int b = o / (inner * size);"]
 
-# (destination, j) pairs in index order: runs of length 1 for the merge sort.
-_PAIRS = """{decl}{norm}
-void main() {{
-  uint gi = gidx();
-  int m = meta[0], size = meta[1];
-  if (gi >= uint(m)) return;
-  int j = int(gi);
-  pairs[j] = ivec2(drop_index(idx[j], size), j);
-}}
-"""
 
-# One bottom-up merge pass: runs of width w pairwise into runs of 2w. Each element finds
-# its place by binary search in the partner run; ties go left-run first, so the sort is
-# stable and equal destinations keep increasing j.
-_MERGE = """{decl}
-// first position in [lo, hi) whose key is > key (strict) or >= key, by `upper`
+@lru_cache(maxsize=None)
+def check_program() -> Program:
+    """CheckIndex: out = idx; an index outside [lo, n) (other than `ignore`, when
+    has_ignore) sets err[0] and records the largest such value (err[1], if positive) and
+    the smallest (err[2], if negative).
+
+    >>> check_program().writes     # the checked copy and the device check
+    (0, 2)
+    """
+    p = Program("CheckIndex")
+    p.meta = Meta(("total", 1), ("n", 1), ("lo", 1), ("has_ignore", 1), ("ignore", 1))
+    out = p.buffer("checked", "int")
+    idx = p.buffer("idx", "int", readonly=True)
+    err = p.buffer("err", "int")
+    p.main("uint gi = gidx();",
+           f"if (gi >= uint({p.m('total')})) return;",
+           f"int k = {idx}[gi];",
+           f"{out}[gi] = k;",
+           f"int n = {p.m('n')}, lo = {p.m('lo')};",
+           f"if ((k < lo || k >= n) && !({p.m('has_ignore')} != 0 && k == {p.m('ignore')})) {{",
+           f"  atomicOr({err}[0], 1);",
+           f"  if (k >= 0) atomicMax({err}[1], k); else atomicMin({err}[2], k);",
+           "}")
+    return p
+
+
+@lru_cache(maxsize=None)
+def select_program(T: str) -> Program:
+    """IndexSelect: dst[b, j, i] = src[b, norm_index(idx[j]), i].
+
+    >>> select_program("float").meta
+    Meta(('total', 1), ('m', 1), ('n', 1), ('inner', 1))
+    """
+    p = Program("IndexSelect")
+    p.meta = Meta(("total", 1), ("m", 1), ("n", 1), ("inner", 1))
+    dst = p.buffer("dst", T)
+    src = p.buffer("src", T, readonly=True)
+    idx = p.buffer("idx", "int", readonly=True)
+    p.library("index_normalise", NORMALISE_GLSL)
+    p.main("uint gi = gidx();",
+           f"if (gi >= uint({p.m('total')})) return;",
+           f"int m = {p.m('m')}, n = {p.m('n')}, inner = {p.m('inner')};",
+           "int o = int(gi);",
+           "int i = o % inner;",
+           "int j = (o / inner) % m;",
+           "int b = o / (inner * m);",
+           f"int k = norm_index({idx}[j], n);",
+           f"{dst}[o] = {src}[(b * n + k) * inner + i];")
+    return p
+
+
+def _sums(p: Program, T: str, wide: bool) -> tuple[str, str | None]:
+    """The accumulator's declaration for a scatter of T (int32 sums in int64: wide) and
+    the device check a wide one sets, bound after p's other bindings (None if not wide)."""
+    if not wide:
+        return f"{T} acc = {T}(0);", None
+    p.extension("GL_ARB_gpu_shader_int64")
+    return "int64_t acc = 0l;", p.buffer("err", "int")
+
+
+def _store(dst: str, err: str | None) -> list[str]:
+    """The output's store; a wide sum that does not fit int32 sets err[0]."""
+    if err is None:
+        return [f"{dst}[o] = acc;"]
+    return [f"if (acc < -2147483648l || acc > 2147483647l) atomicOr({err}[0], 1);",
+            f"{dst}[o] = int(acc);"]
+
+
+@lru_cache(maxsize=None)
+def scatter_all_program(T: str, wide: bool = False) -> Program:
+    """ScatterAdd for short index arrays: each output element tests every index.
+    wide: an int32 scatter, summed in int64 and checked (a device check bound last).
+
+    >>> [b.name for b in scatter_all_program("int", wide=True).bindings]
+    ['dst', 'src', 'idx', 'err']
+    """
+    p = Program("ScatterAddAll")
+    p.meta = Meta(*_SCATTER_META)
+    dst = p.buffer("dst", T)
+    src = p.buffer("src", T, readonly=True)
+    idx = p.buffer("idx", "int", readonly=True)
+    acc, err = _sums(p, T, wide)
+    p.library("index_normalise", NORMALISE_GLSL)
+    p.main(*_decode(p), acc,
+           "for (int j = 0; j < m; ++j) {",
+           f"  if (drop_index({idx}[j], size) == p) acc += {src}[(b * m + j) * inner + i];",
+           "}",
+           *_store(dst, err))
+    return p
+
+
+@lru_cache(maxsize=None)
+def pairs_program() -> Program:
+    """(destination, j) pairs in index order: runs of length 1 for the merge sort.
+
+    >>> pairs_program().bindings[0].type
+    'ivec2'
+    """
+    p = Program("ScatterAddPairs")
+    p.meta = Meta(("m", 1), ("size", 1))
+    pairs = p.buffer("pairs", "ivec2")
+    idx = p.buffer("idx", "int", readonly=True)
+    p.library("index_normalise", NORMALISE_GLSL)
+    p.main("uint gi = gidx();",
+           f"int m = {p.m('m')}, size = {p.m('size')};",
+           "if (gi >= uint(m)) return;",
+           "int j = int(gi);",
+           f"{pairs}[j] = ivec2(drop_index({idx}[j], size), j);")
+    return p
+
+
+@lru_cache(maxsize=None)
+def merge_pass_program() -> Program:
+    """One bottom-up merge pass: runs of width w pairwise into runs of 2w. Each element
+    finds its place by binary search in the partner run; ties go left-run first, so the
+    sort is stable and equal destinations keep increasing j.
+
+    >>> merge_pass_program().names
+    ['bound']
+    """
+    p = Program("ScatterAddMerge")
+    p.meta = Meta(("m", 1), ("w", 1))
+    dst = p.buffer("dst", "ivec2")
+    src = p.buffer("src", "ivec2", readonly=True)
+    p.add(f"""// first position in [lo, hi) whose key is > key (strict) or >= key, by `upper`
 int bound(int lo, int hi, int key, bool upper) {{
   while (lo < hi) {{
     int mid = (lo + hi) >> 1;
-    int k = src[mid].x;
+    int k = {src}[mid].x;
     if (k < key || (upper && k == key)) lo = mid + 1; else hi = mid;
   }}
   return lo;
 }}
-void main() {{
-  uint gi = gidx();
-  int m = meta[0], w = meta[1];
-  if (gi >= uint(m)) return;
-  int i = int(gi);
-  ivec2 e = src[i];
-  int run = i / w;
-  int s = run * w;
-  int base = (run & ~1) * w;
-  int pos;
-  if ((run & 1) == 0) {{
-    int b0 = s + w, b1 = min(s + 2 * w, m);
-    pos = b0 < m ? base + (i - s) + (bound(b0, b1, e.x, false) - b0) : i;
-  }} else {{
-    int a0 = s - w;
-    pos = base + (i - s) + (bound(a0, s, e.x, true) - a0);
-  }}
-  dst[pos] = e;
-}}
-"""
-
-# starts[p] = first sorted position with destination >= p, for p in [0, size].
-_STARTS = """{decl}
-void main() {{
-  uint gi = gidx();
-  int m = meta[0], size = meta[1];
-  if (gi > uint(size)) return;
-  int p = int(gi);
-  int lo = 0, hi = m;
-  while (lo < hi) {{
-    int mid = (lo + hi) >> 1;
-    if (pairs[mid].x < p) lo = mid + 1; else hi = mid;
-  }}
-  starts[p] = lo;
-}}
-"""
-
-_GATHER = """{decl}
-void main() {{
-  uint gi = gidx();
-  if (gi >= uint(meta[0])) return;
-  int m = meta[1], size = meta[2], inner = meta[3];
-  int o = int(gi);
-  int i = o % inner;
-  int p = (o / inner) % size;
-  int b = o / (inner * size);
-  {T} acc = {T}(0);
-  for (int t = starts[p]; t < starts[p + 1]; ++t) acc += src[(b * m + pairs[t].y) * inner + i];
-  dst[o] = acc;
-}}
-"""
+""", names=("bound",))
+    p.main("uint gi = gidx();",
+           f"int m = {p.m('m')}, w = {p.m('w')};",
+           "if (gi >= uint(m)) return;",
+           "int i = int(gi);",
+           f"ivec2 e = {src}[i];",
+           "int run = i / w;",
+           "int s = run * w;",
+           "int base = (run & ~1) * w;",
+           "int pos;",
+           "if ((run & 1) == 0) {",
+           "  int b0 = s + w, b1 = min(s + 2 * w, m);",
+           "  pos = b0 < m ? base + (i - s) + (bound(b0, b1, e.x, false) - b0) : i;",
+           "} else {",
+           "  int a0 = s - w;",
+           "  pos = base + (i - s) + (bound(a0, s, e.x, true) - a0);",
+           "}",
+           f"{dst}[pos] = e;")
+    return p
 
 
-def _split(shape: tuple, axis: int) -> tuple[int, int]:
+@lru_cache(maxsize=None)
+def run_starts_program() -> Program:
+    """starts[p] = first sorted position with destination >= p, for p in [0, size].
+
+    >>> run_starts_program().writes
+    (0,)
+    """
+    p = Program("ScatterAddStarts")
+    p.meta = Meta(("m", 1), ("size", 1))
+    starts = p.buffer("starts", "int")
+    pairs = p.buffer("pairs", "ivec2", readonly=True)
+    p.main("uint gi = gidx();",
+           f"int m = {p.m('m')}, size = {p.m('size')};",
+           "if (gi > uint(size)) return;",
+           "int p = int(gi);",
+           "int lo = 0, hi = m;",
+           "while (lo < hi) {",
+           "  int mid = (lo + hi) >> 1;",
+           f"  if ({pairs}[mid].x < p) lo = mid + 1; else hi = mid;",
+           "}",
+           f"{starts}[p] = lo;")
+    return p
+
+
+@lru_cache(maxsize=None)
+def scatter_runs_program(T: str, wide: bool = False) -> Program:
+    """ScatterAdd for long index arrays: each output element sums its run of the sorted
+    pairs, [starts[p], starts[p + 1]) (wide: as in `scatter_all_program`).
+
+    >>> scatter_runs_program("int", wide=True).writes
+    (0, 4)
+    """
+    p = Program("ScatterAddRuns")
+    p.meta = Meta(*_SCATTER_META)
+    dst = p.buffer("dst", T)
+    src = p.buffer("src", T, readonly=True)
+    pairs = p.buffer("pairs", "ivec2", readonly=True)
+    starts = p.buffer("starts", "int", readonly=True)
+    acc, err = _sums(p, T, wide)
+    p.main(*_decode(p), acc,
+           f"for (int t = {starts}[p]; t < {starts}[p + 1]; ++t) acc += {src}[(b * m + {pairs}[t].y) * inner + i];",
+           *_store(dst, err))
+    return p
+
+
+def _outer_inner(shape: tuple, axis: int) -> tuple[int, int]:
     """(outer, inner) element counts around axis."""
     outer = inner = 1
     for d in shape[:axis]:
@@ -182,12 +280,17 @@ def _scratch_layout(m: int, size: int) -> tuple[int, int, int]:
     return pairs, 2 * pairs, 2 * pairs + 4 * (size + 1)
 
 
-def scratch_bytes(node) -> int:
+def scratch_bytes(node, profile=None) -> int:
     """Bytes of scratch a node needs: ScatterAdd with many indices sorts (destination, j)
     pairs in two ping-pong buffers and keeps each destination's run start.
 
     For 1000 indices into 10 positions: two 8000-byte pair buffers (each rounded up to
-    the binding alignment) and 11 int32 starts, 16428 bytes with ALIGN = 256.
+    the binding alignment) and 11 int32 starts, 16428 bytes with ALIGN = 256. profile:
+    unused (the layout is the same everywhere).
+
+    >>> from types import SimpleNamespace as NS
+    >>> scratch_bytes(NS(op=OpKind.ScatterAdd, size=10, inputs=[None, NS(shape=(1000,))], attrs={"size": 10}))
+    16428
     """
     if node.op is not OpKind.ScatterAdd:
         return 0
@@ -200,29 +303,21 @@ def scratch_bytes(node) -> int:
 def _index_select(node, ins, out, ctx) -> None:
     x, idx = ins
     ax = node.attrs["axis"]
-    _, inner = _split(x.shape, ax)
-    T = dt.glsl_type(x.dtype)
-    decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
-            + binding(3, "int", "idx", readonly=True))
-    k = ctx.kernel("IndexSelect", _SELECT.format(decl=decl, norm=_NORM), 3)
-    ctx.dispatch(k, [out.size, idx.shape[0], x.shape[ax], inner], [out, x, idx], threads=out.size)
+    _, inner = _outer_inner(x.shape, ax)
+    k = ctx.kernel(select_program(dt.glsl_type(x.dtype)))
+    ctx.dispatch(k, {"total": out.size, "m": idx.shape[0], "n": x.shape[ax], "inner": inner},
+                 [out, x, idx], threads=out.size)
 
 
-def _wide_sums(body: str, node, ctx, n_bind: int) -> tuple[str, list]:
-    """An int32 scatter's body summing in int64, its store checked against int32 (binding
-    n_bind + 1, a device check): the extra views. Float bodies are returned unchanged."""
-    if "int acc = int(0);" not in body:
-        return body, []
+def _overflow_check(node, ctx, T: str) -> list:
+    """An int scatter's device check (it sums in int64): [the check's view]; [] else."""
+    if T != "int":
+        return []
     from .reduce import overflow_error
     if not ctx.dev.has_int64:
         raise overflow_error("ScatterAdd", node.inputs[0].shape, (node.attrs["axis"],), ctx.dev.name)
     shape, axis = node.inputs[0].shape, node.attrs["axis"]
-    err = ctx.check(lambda w: overflow_error("ScatterAdd", shape, (axis,)))
-    body = ("#extension GL_ARB_gpu_shader_int64 : enable\n" + binding(n_bind + 1, "int", "err")
-            + body.replace("int acc = int(0);", "int64_t acc = 0l;").replace(
-                "dst[o] = acc;", "if (acc < -2147483648l || acc > 2147483647l) atomicOr(err[0], 1);\n"
-                "  dst[o] = int(acc);"))
-    return body, [err]
+    return [ctx.check(lambda w: overflow_error("ScatterAdd", shape, (axis,)))]
 
 
 def _scatter_add(node, ins, out, ctx) -> None:
@@ -232,39 +327,29 @@ def _scatter_add(node, ins, out, ctx) -> None:
     if m == 0:
         fill_view(ctx, out, 0)
         return
-    _, inner = _split(src.shape, ax)
+    _, inner = _outer_inner(src.shape, ax)
     T = dt.glsl_type(src.dtype)
-    meta = [out.size, m, size, inner]
+    meta = {"total": out.size, "m": m, "size": size, "inner": inner}
+    err = _overflow_check(node, ctx, T)
     if m <= SORT_MIN:
-        decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
-                + binding(3, "int", "idx", readonly=True))
-        body, extra = _wide_sums(_SCAN.format(decl=decl, norm=_NORM, T=T), node, ctx, 3)
-        k = ctx.kernel("ScatterAdd", body, 3 + len(extra))
-        ctx.dispatch(k, meta, [out, src, idx] + extra, writes=(0, 3)[:1 + len(extra)], threads=out.size)
+        k = ctx.kernel(scatter_all_program(T, bool(err)))
+        ctx.dispatch(k, meta, [out, src, idx] + err, threads=out.size)
         return
     sc = ctx.scratch
     off_b, off_s, _ = _scratch_layout(m, size)
     bufs = [sc.sub(0, 8 * m, (m, 2), dt.int32), sc.sub(off_b, 8 * m, (m, 2), dt.int32)]
     starts = sc.sub(off_s, 4 * (size + 1), (size + 1,), dt.int32)
 
-    decl = binding(1, "ivec2", "pairs") + binding(2, "int", "idx", readonly=True)
-    k = ctx.kernel("ScatterAddPairs", _PAIRS.format(decl=decl, norm=_NORM), 2)
-    ctx.dispatch(k, [m, size], [bufs[0], idx], threads=m)
-    decl = binding(1, "ivec2", "dst") + binding(2, "ivec2", "src", readonly=True)
-    k = ctx.kernel("ScatterAddMerge", _MERGE.format(decl=decl), 2)
+    ctx.dispatch(ctx.kernel(pairs_program()), {"m": m, "size": size}, [bufs[0], idx], threads=m)
+    k = ctx.kernel(merge_pass_program())
     cur, w = 0, 1
     while w < m:
-        ctx.dispatch(k, [m, w], [bufs[1 - cur], bufs[cur]], threads=m)
+        ctx.dispatch(k, {"m": m, "w": w}, [bufs[1 - cur], bufs[cur]], threads=m)
         cur, w = 1 - cur, 2 * w
-    decl = binding(1, "int", "starts") + binding(2, "ivec2", "pairs", readonly=True)
-    k = ctx.kernel("ScatterAddStarts", _STARTS.format(decl=decl), 2)
-    ctx.dispatch(k, [m, size], [starts, bufs[cur]], threads=size + 1)
-    decl = (binding(1, T, "dst") + binding(2, T, "src", readonly=True)
-            + binding(3, "ivec2", "pairs", readonly=True) + binding(4, "int", "starts", readonly=True))
-    body, extra = _wide_sums(_GATHER.format(decl=decl, T=T), node, ctx, 4)
-    k = ctx.kernel("ScatterAddGather", body, 4 + len(extra))
-    ctx.dispatch(k, meta, [out, src, bufs[cur], starts] + extra, writes=(0, 4)[:1 + len(extra)],
-                 threads=out.size)
+    ctx.dispatch(ctx.kernel(run_starts_program()), {"m": m, "size": size}, [starts, bufs[cur]],
+                 threads=size + 1)
+    k = ctx.kernel(scatter_runs_program(T, bool(err)))
+    ctx.dispatch(k, meta, [out, src, bufs[cur], starts] + err, threads=out.size)
 
 
 def index_error(what: str, value: int, size: int, axis: int | None, ignore: int | None = None) -> IndexError:
@@ -283,18 +368,26 @@ def index_error(what: str, value: int, size: int, axis: int | None, ignore: int 
 def _check_index(node, ins, out, ctx) -> None:
     a = node.attrs
     n, ignore = a["size"], a["ignore"]
-    decl = binding(1, "int", "out_") + binding(2, "int", "idx", readonly=True) + binding(3, "int", "err")
 
     def error(w, what=a["what"], axis=a["axis"]):
         return index_error(what, int(w[1]) if w[1] > 0 else int(w[2]), n, axis, ignore)
     err = ctx.check(error)
-    k = ctx.kernel("CheckIndex", _CHECK.format(decl=decl), 3)
-    meta = [out.size, n, -n if a["negative"] else 0, ignore is not None, 0 if ignore is None else ignore]
-    ctx.dispatch(k, meta, [out, ins[0], err], writes=(0, 2), threads=out.size)
+    meta = {"total": out.size, "n": n, "lo": -n if a["negative"] else 0, "has_ignore": ignore is not None,
+            "ignore": 0 if ignore is None else ignore}
+    ctx.dispatch(ctx.kernel(check_program()), meta, [out, ins[0], err], threads=out.size)
 
 
 def lower(node, ins, out, ctx) -> None:
-    """Lower IndexSelect, ScatterAdd or CheckIndex (see the module docstring)."""
+    """Lower IndexSelect, ScatterAdd or CheckIndex (see the module docstring).
+
+    >>> import numpy as np, vkml.numpy as vnp
+    >>> from vkml.array import bind
+    >>> src = vnp.asarray(np.ones((4, 2), np.float32))
+    >>> bind(OpKind.ScatterAdd, [src, vnp.asarray(np.array([0, 2, 0, -1], np.int32))], axis=0, size=3)
+    Array([[2., 2.],
+           [0., 0.],
+           [2., 2.]], dtype=float32)
+    """
     if node.op is OpKind.IndexSelect:
         _index_select(node, ins, out, ctx)
     elif node.op is OpKind.ScatterAdd:

@@ -6,36 +6,50 @@ softmax = exp(x - m) / s and log_softmax = (x - m) - log(s), exactly JAX's formu
 the edge cases match JAX: a -inf entry gives 0 / -inf, an all -inf row (x - m is nan)
 and a row holding nan or +inf give nan.
 
-Three schemes: one thread per row (short rows, or many rows on a CPU device where each
-lane then streams its own row); one workgroup per row with interleaved loads and
-subgroup + shared-memory reductions for the max and the sum; and, for a few very long
-rows, a split over chunks: each chunk's max and sum of exp(x - chunk max) to scratch,
-then per row the max and the rescaled sum, then the output, chunk by chunk.
+Three schemes: one thread per row (short rows, or many rows on a device whose profile
+`layout` is "cpu", where each lane then streams its own row); one workgroup per row with
+interleaved loads and subgroup + shared-memory reductions for the max and the sum; and,
+for a few very long rows, a split over chunks: each chunk's max and sum of
+exp(x - chunk max) to scratch, then per row the max and the rescaled sum, then the
+output, chunk by chunk.
+
+>>> from vkml.trace.ops import OpKind
+>>> p = group_program(OpKind.Softmax, "float", 64)
+>>> p.local_size, p.barriers, p.subgroups, [b.name for b in p.bindings]
+(64, True, True, ['o', 'src'])
 """
 from __future__ import annotations
 
-from .sizing import cdiv, device_kind, round_up
-
 from functools import lru_cache
+from pathlib import Path
 
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
-from ..kernels import binding
-from .elementwise import math_lib
+from ..program import Meta, Program
 from .scan import rows_of
+from .sizing import cdiv, round_up
 
 THREAD_MAX_N = 32        # rows at most this long always get a thread each
 SPLIT_MIN_N = 1 << 14    # rows at least this long, when there are few of them, are split
-SPLIT_MAX_ROWS = {"cpu": 64, "gpu": 1024}
+SPLIT_MAX_ROWS = {"cpu": 64, "gpu": 1024}    # by profile layout
 SPLIT_CHUNK = 1024       # elements per chunk of a split row (at least)
-STREAMS = {"cpu": 1 << 12, "gpu": 1 << 16}   # threads worth splitting rows over
-STRATEGY: str | None = None   # "cpu" / "gpu" forces the kernel choice (tests)
+STREAMS = {"cpu": 1 << 12, "gpu": 1 << 16}   # threads worth splitting rows over, by layout
+SHADERS = Path(__file__).resolve().parent.parent / "shaders"
 
 
-def strategy() -> str:
-    return device_kind(STRATEGY)
+def math_library(p: Program, T: str) -> None:
+    """Give p the math functions (vk_exp, vk_log, ...) for GLSL type T: math32.glsl, and
+    for double its overloads in math64.glsl after it. Libraries are held once by name in
+    a merged kernel, so every family names these two the same.
 
-
+    >>> p = Program("P")
+    >>> math_library(p, "double")
+    >>> list(p.libraries)
+    ['math32', 'math64']
+    """
+    p.library("math32", (SHADERS / "math32.glsl").read_text())
+    if T == "double":
+        p.library("math64", (SHADERS / "math64.glsl").read_text())
 
 
 def _neg_inf(T: str) -> str:
@@ -53,151 +67,201 @@ def _result(op: OpKind, T: str) -> str:
     return "(xv - m) - vk_log(s)"
 
 
-_ROW = """
-void main() {{
-  int rows = meta[0]; int N = meta[1]; int B = meta[2];
-  uint g = {gid};
-  if (g >= uint(rows)) return;
-  int row = int(g); int a = row / B; int base = a * N * B + (row - a * B);
-"""
+def _start(T: str, name: str, local_size: int = 256) -> Program:
+    p = Program(name, local_size=local_size)
+    math_library(p, T)
+    return p
+
+
+def _row(p: Program, gid: str) -> list[str]:
+    """main()'s first lines for one row per thread (gid gidx()) or workgroup (group_id())."""
+    return [f"int rows = {p.m('rows')}; int N = {p.m('N')}; int B = {p.m('B')};",
+            f"uint g = {gid};",
+            "if (g >= uint(rows)) return;",
+            "int row = int(g); int a = row / B; int base = a * N * B + (row - a * B);"]
 
 
 @lru_cache(maxsize=None)
-def thread_source(op: OpKind, T: str) -> str:
-    """One thread per row: three serial sweeps (max, sum of exp, write)."""
-    return (binding(1, T, "o") + binding(2, T, "x", readonly=True) + math_lib(T)
-            + _ROW.format(gid="gidx()") +
-            f"""  {T} m = {_neg_inf(T)};
-  for (int i = 0; i < N; ++i) {{ {T} v = x[base + i * B]; if (v > m || isnan(v)) m = v; }}
-  {T} s = {T}(0);
-  for (int i = 0; i < N; ) {{
-    // blocks of 32 keep the sum's rounding error small for long rows
-    {T} part = {T}(0); int kend = min(N, i + 32);
-    for (; i < kend; ++i) part += vk_exp(x[base + i * B] - m);
-    s += part;
-  }}
-  for (int i = 0; i < N; ++i) {{ {T} xv = x[base + i * B]; o[base + i * B] = {_result(op, T)}; }}
-}}
-""")
+def thread_program(op: OpKind, T: str) -> Program:
+    """One thread per row: three serial sweeps (max, sum of exp, write).
+
+    >>> thread_program(OpKind.LogSoftmax, "float").name
+    'LogSoftmax'
+    """
+    p = _start(T, op.value)
+    p.meta = Meta(("rows", 1), ("N", 1), ("B", 1))
+    o = p.buffer("o", T)
+    x = p.buffer("src", T, readonly=True)
+    p.main(*_row(p, "gidx()"),
+           f"{T} m = {_neg_inf(T)};",
+           f"for (int i = 0; i < N; ++i) {{ {T} v = {x}[base + i * B]; if (v > m || isnan(v)) m = v; }}",
+           f"{T} s = {T}(0);",
+           "for (int i = 0; i < N; ) {",
+           "  // blocks of 32 keep the sum's rounding error small for long rows",
+           f"  {T} part = {T}(0); int kend = min(N, i + 32);",
+           f"  for (; i < kend; ++i) part += vk_exp({x}[base + i * B] - m);",
+           "  s += part;",
+           "}",
+           f"for (int i = 0; i < N; ++i) {{ {T} xv = {x}[base + i * B]; {o}[base + i * B] = {_result(op, T)}; }}")
+    return p
 
 
 @lru_cache(maxsize=None)
-def group_source(op: OpKind, T: str, lx: int) -> str:
-    """One workgroup per row: threads stride the row; the max and the sum are reduced
-    over subgroups, then over the workgroup through shared memory."""
-    return (binding(1, T, "o") + binding(2, T, "x", readonly=True) + math_lib(T) +
-            f"""shared {T} part_sh[{lx}];
-{T} wg_max({T} v) {{
+def group_program(op: OpKind, T: str, lx: int) -> Program:
+    """One workgroup of lx per row: threads stride the row; the max and the sum are
+    reduced over subgroups, then over the workgroup through shared memory."""
+    p = _start(T, op.value + "_wg", lx)
+    p.meta = Meta(("rows", 1), ("N", 1), ("B", 1))
+    o = p.buffer("o", T)
+    x = p.buffer("src", T, readonly=True)
+    sh = p.shared("part_sh", T, lx)
+    p.subgroups = True
+    p.add(f"""{T} wg_max({T} v) {{
   // subgroupMax need not propagate nan: look for one separately
   {T} r = subgroupMax(isnan(v) ? 1 : 0) != 0 ? {_nan(T)} : subgroupMax(v);
-  if (subgroupElect()) part_sh[gl_SubgroupID] = r;
+  if (subgroupElect()) {sh}[gl_SubgroupID] = r;
   barrier();
-  r = part_sh[0];
-  for (uint i = 1u; i < gl_NumSubgroups; ++i) {{ {T} w = part_sh[i]; if (w > r || isnan(w)) r = w; }}
+  r = {sh}[0];
+  for (uint i = 1u; i < gl_NumSubgroups; ++i) {{ {T} w = {sh}[i]; if (w > r || isnan(w)) r = w; }}
   barrier();
   return r;
 }}
 {T} wg_sum({T} v) {{
   v = subgroupAdd(v);
-  if (subgroupElect()) part_sh[gl_SubgroupID] = v;
+  if (subgroupElect()) {sh}[gl_SubgroupID] = v;
   barrier();
   {T} r = {T}(0);
-  for (uint i = 0u; i < gl_NumSubgroups; ++i) r += part_sh[i];
+  for (uint i = 0u; i < gl_NumSubgroups; ++i) r += {sh}[i];
   barrier();
   return r;
 }}
-""" + _ROW.format(gid="group_id()") + f"""  int t = int(gl_LocalInvocationID.x);
-  {T} m = {_neg_inf(T)};
-  for (int i = t; i < N; i += {lx}) {{ {T} v = x[base + i * B]; if (v > m || isnan(v)) m = v; }}
-  m = wg_max(m);
-  {T} s = {T}(0);
-  for (int i = t; i < N; ) {{
-    {T} part = {T}(0); int kend = min(N, i + 32 * {lx});
-    for (; i < kend; i += {lx}) part += vk_exp(x[base + i * B] - m);
-    s += part;
-  }}
-  s = wg_sum(s);
-  for (int i = t; i < N; i += {lx}) {{ {T} xv = x[base + i * B]; o[base + i * B] = {_result(op, T)}; }}
-}}
-""")
+""", names=("wg_max", "wg_sum"))
+    p.main(*_row(p, "group_id()"),
+           "int t = int(lidx());",
+           f"{T} m = {_neg_inf(T)};",
+           f"for (int i = t; i < N; i += {lx}) {{ {T} v = {x}[base + i * B]; if (v > m || isnan(v)) m = v; }}",
+           "m = wg_max(m);",
+           f"{T} s = {T}(0);",
+           "for (int i = t; i < N; ) {",
+           f"  {T} part = {T}(0); int kend = min(N, i + 32 * {lx});",
+           f"  for (; i < kend; i += {lx}) part += vk_exp({x}[base + i * B] - m);",
+           "  s += part;",
+           "}",
+           "s = wg_sum(s);",
+           f"for (int i = t; i < N; i += {lx}) {{ {T} xv = {x}[base + i * B]; "
+           f"{o}[base + i * B] = {_result(op, T)}; }}")
+    return p
 
 
-_SPLIT_HEAD = """
-void main() {{
-  int rows = meta[0]; int N = meta[1]; int B = meta[2]; int S = meta[3]; int C = meta[4];
-  uint g = gidx();
-  if (g >= uint(rows) * uint(S)) return;
-  int c = int(g) / rows; int row = int(g) - c * rows;
-  int a = row / B; int base = a * N * B + (row - a * B);
-  int i0 = c * C; int iend = min(N, i0 + C);
-"""
+_SPLIT_META = (("rows", 1), ("N", 1), ("B", 1), ("S", 1), ("C", 1))
+
+
+def _chunk(p: Program) -> list[str]:
+    """main()'s first lines for one thread per chunk c of row `row`: elements [i0, iend)."""
+    return [f"int rows = {p.m('rows')}; int N = {p.m('N')}; int B = {p.m('B')}; int S = {p.m('S')}; "
+            f"int C = {p.m('C')};",
+            "uint g = gidx();",
+            "if (g >= uint(rows) * uint(S)) return;",
+            "int c = int(g) / rows; int row = int(g) - c * rows;",
+            "int a = row / B; int base = a * N * B + (row - a * B);",
+            "int i0 = c * C; int iend = min(N, i0 + C);"]
 
 
 @lru_cache(maxsize=None)
-def split_sources(op: OpKind, T: str) -> tuple[str, str, str]:
+def split_programs(op: OpKind, T: str) -> tuple[Program, Program, Program]:
     """Long rows cut into S chunks: (chunk max and sum of exp(x - chunk max); row max and
-    sum, rescaling each chunk's sum; the output), one thread per chunk or row."""
+    sum, rescaling each chunk's sum; the output), one thread per chunk or row. The first
+    two are Softmax's and LogSoftmax's alike.
+
+    >>> [p.name for p in split_programs(OpKind.LogSoftmax, "float")]
+    ['Softmax_part', 'Softmax_rows', 'LogSoftmax_out']
+    """
+    return (*_split_stats(T), _split_out(op, T))
+
+
+@lru_cache(maxsize=None)
+def _split_stats(T: str) -> tuple[Program, Program]:
     ninf = _neg_inf(T)
-    part = (binding(1, T, "pm") + binding(2, T, "ps") + binding(3, T, "x", readonly=True)
-            + math_lib(T) + _SPLIT_HEAD.format() + f"""  {T} m = {ninf};
-  for (int i = i0; i < iend; ++i) {{ {T} v = x[base + i * B]; if (v > m || isnan(v)) m = v; }}
-  {T} s = {T}(0);
-  for (int i = i0; i < iend; ) {{
-    {T} part = {T}(0); int kend = min(iend, i + 32);
-    for (; i < kend; ++i) part += vk_exp(x[base + i * B] - m);
-    s += part;
-  }}
-  pm[row * S + c] = m; ps[row * S + c] = s;
-}}
-""")
-    rowstat = (binding(1, T, "rm") + binding(2, T, "rs") + binding(3, T, "pm", readonly=True)
-               + binding(4, T, "ps", readonly=True) + math_lib(T) + f"""
-void main() {{
-  int rows = meta[0]; int S = meta[3];
-  uint g = gidx();
-  if (g >= uint(rows)) return;
-  int row = int(g);
-  {T} m = {ninf};
-  for (int c = 0; c < S; ++c) {{ {T} v = pm[row * S + c]; if (v > m || isnan(v)) m = v; }}
-  // a chunk of only -inf adds exp(-inf - m) = 0 terms (its own sum is nan: skip it);
-  // a row of only -inf keeps m = -inf, and x - m is nan in the output, as in JAX
-  {T} s = {T}(0);
-  for (int c = 0; c < S; ++c) {{
-    {T} cm = pm[row * S + c];
-    if (cm != {ninf}) s += ps[row * S + c] * vk_exp(cm - m);
-  }}
-  rm[row] = m; rs[row] = s;
-}}
-""")
-    write = (binding(1, T, "o") + binding(2, T, "x", readonly=True)
-             + binding(3, T, "rm", readonly=True) + binding(4, T, "rs", readonly=True)
-             + math_lib(T) + _SPLIT_HEAD.format() + f"""  {T} m = rm[row]; {T} s = rs[row];
-  for (int i = i0; i < iend; ++i) {{ {T} xv = x[base + i * B]; o[base + i * B] = {_result(op, T)}; }}
-}}
-""")
-    return part, rowstat, write
+    part = _start(T, "Softmax_part")
+    part.meta = Meta(*_SPLIT_META)
+    pm, ps = part.buffer("chunk_max", T), part.buffer("chunk_sum", T)
+    x = part.buffer("src", T, readonly=True)
+    part.main(*_chunk(part),
+              f"{T} m = {ninf};",
+              f"for (int i = i0; i < iend; ++i) {{ {T} v = {x}[base + i * B]; if (v > m || isnan(v)) m = v; }}",
+              f"{T} s = {T}(0);",
+              "for (int i = i0; i < iend; ) {",
+              f"  {T} part = {T}(0); int kend = min(iend, i + 32);",
+              f"  for (; i < kend; ++i) part += vk_exp({x}[base + i * B] - m);",
+              "  s += part;",
+              "}",
+              f"{pm}[row * S + c] = m; {ps}[row * S + c] = s;")
+
+    rowstat = _start(T, "Softmax_rows")
+    rowstat.meta = Meta(*_SPLIT_META)
+    rm, rs = rowstat.buffer("row_max", T), rowstat.buffer("row_sum", T)
+    pm, ps = rowstat.buffer("chunk_max", T, readonly=True), rowstat.buffer("chunk_sum", T, readonly=True)
+    rowstat.main(f"int rows = {rowstat.m('rows')}; int S = {rowstat.m('S')};",
+                 "uint g = gidx();",
+                 "if (g >= uint(rows)) return;",
+                 "int row = int(g);",
+                 f"{T} m = {ninf};",
+                 f"for (int c = 0; c < S; ++c) {{ {T} v = {pm}[row * S + c]; if (v > m || isnan(v)) m = v; }}",
+                 "// a chunk of only -inf adds exp(-inf - m) = 0 terms (its own sum is nan: skip it);",
+                 "// a row of only -inf keeps m = -inf, and x - m is nan in the output, as in JAX",
+                 f"{T} s = {T}(0);",
+                 "for (int c = 0; c < S; ++c) {",
+                 f"  {T} cm = {pm}[row * S + c];",
+                 f"  if (cm != {ninf}) s += {ps}[row * S + c] * vk_exp(cm - m);",
+                 "}",
+                 f"{rm}[row] = m; {rs}[row] = s;")
+    return part, rowstat
 
 
-def _split(rows: int, N: int, how: str) -> tuple[int, int]:
+@lru_cache(maxsize=None)
+def _split_out(op: OpKind, T: str) -> Program:
+    write = _start(T, op.value + "_out")
+    write.meta = Meta(*_SPLIT_META)
+    o = write.buffer("o", T)
+    x = write.buffer("src", T, readonly=True)
+    rm, rs = write.buffer("row_max", T, readonly=True), write.buffer("row_sum", T, readonly=True)
+    write.main(*_chunk(write),
+               f"{T} m = {rm}[row]; {T} s = {rs}[row];",
+               f"for (int i = i0; i < iend; ++i) {{ {T} xv = {x}[base + i * B]; "
+               f"{o}[base + i * B] = {_result(op, T)}; }}")
+    return write
+
+
+def _chunks(rows: int, N: int, layout: str) -> tuple[int, int]:
     """(S, C): chunks per row and their length, for rows long enough to split."""
-    S = min(cdiv(N, SPLIT_CHUNK), max(1, STREAMS[how] // rows))
+    S = min(cdiv(N, SPLIT_CHUNK), max(1, STREAMS[layout] // rows))
     C = cdiv(N, S)
     return cdiv(N, C), C
 
 
-def _use_split(rows: int, N: int, how: str) -> bool:
-    return N >= SPLIT_MIN_N and rows < SPLIT_MAX_ROWS[how]
+def _use_split(rows: int, N: int, layout: str) -> bool:
+    return N >= SPLIT_MIN_N and rows < SPLIT_MAX_ROWS[layout]
 
 
-def scratch_bytes(node) -> int:
-    """Chunk and row statistics when long rows are split (else 0)."""
+def scratch_bytes(node, profile=None) -> int:
+    """Chunk and row statistics when long rows are split (else 0); profile: the
+    device's (`vkml.vulkan.device.get().profile`) by default.
+
+    >>> import numpy as np
+    >>> from types import SimpleNamespace as NS
+    >>> node = NS(size=100 << 14, shape=(100, 1 << 14), attrs={"axis": 1}, dtype=np.float32)
+    >>> scratch_bytes(node, NS(layout="cpu")), scratch_bytes(node, NS(layout="gpu"))   # split on a GPU
+    (0, 13824)
+    """
     if node.size == 0:
         return 0
+    if profile is None:
+        from ..device import get
+        profile = get().profile
     A, N, B = rows_of(node.shape, node.attrs["axis"])
-    how = strategy()
-    if not _use_split(A * B, N, how):
+    if not _use_split(A * B, N, profile.layout):
         return 0
-    S, _ = _split(A * B, N, how)
+    S, _ = _chunks(A * B, N, profile.layout)
     isz = dt.itemsize(node.dtype)
     return 2 * round_up(A * B * S * isz) + 2 * round_up(A * B * isz)
 
@@ -215,9 +279,9 @@ def lower(node, ins, out, ctx) -> None:
     A, N, B = rows_of(x.shape, node.attrs["axis"])
     rows = A * B
     T = dt.glsl_type(x.dtype)
-    how = strategy()
-    if _use_split(rows, N, how):
-        S, C = _split(rows, N, how)
+    layout = ctx.profile.layout
+    if _use_split(rows, N, layout):
+        S, C = _chunks(rows, N, layout)
         isz = dt.itemsize(x.dtype)
         sizes = [rows * S * isz] * 2 + [rows * isz] * 2
         views, off = [], 0
@@ -225,20 +289,15 @@ def lower(node, ins, out, ctx) -> None:
             views.append(ctx.scratch.sub(off, nb, (nb // isz,), x.dtype))
             off += round_up(nb)
         pm, ps, rm, rs = views
-        part, rowstat, write = split_sources(node.op, T)
-        meta = [rows, N, B, S, C]
-        name = node.op.value
-        ctx.dispatch(ctx.kernel(name + "_part", part, 3), meta, [pm, ps, x], writes=(0, 1),
-                     threads=rows * S)
-        ctx.dispatch(ctx.kernel(name + "_rows", rowstat, 4), meta, [rm, rs, pm, ps], writes=(0, 1),
-                     threads=rows)
-        ctx.dispatch(ctx.kernel(name + "_out", write, 4), meta, [out, x, rm, rs], threads=rows * S)
+        part, rowstat, write = split_programs(node.op, T)
+        meta = {"rows": rows, "N": N, "B": B, "S": S, "C": C}
+        ctx.dispatch(ctx.kernel(part), meta, [pm, ps, x], threads=rows * S)
+        ctx.dispatch(ctx.kernel(rowstat), meta, [rm, rs, pm, ps], threads=rows)
+        ctx.dispatch(ctx.kernel(write), meta, [out, x, rm, rs], threads=rows * S)
         return
-    meta = [rows, N, B]
-    if N <= THREAD_MAX_N or (how == "cpu" and rows >= 64) or (B > 1 and rows >= 4096 and N <= 1024):
-        k = ctx.kernel(node.op.value, thread_source(node.op, T), 2)
-        ctx.dispatch(k, meta, [out, x], threads=rows)
+    meta = {"rows": rows, "N": N, "B": B}
+    if N <= THREAD_MAX_N or (layout == "cpu" and rows >= 64) or (B > 1 and rows >= 4096 and N <= 1024):
+        ctx.dispatch(ctx.kernel(thread_program(node.op, T)), meta, [out, x], threads=rows)
     else:
         lx = 256 if N >= 2048 else 128 if N >= 512 else 64
-        k = ctx.kernel(node.op.value + "_wg", group_source(node.op, T, lx), 2, local_size=lx)
-        ctx.dispatch(k, meta, [out, x], groups=rows)
+        ctx.dispatch(ctx.kernel(group_program(node.op, T, lx)), meta, [out, x], groups=rows)
