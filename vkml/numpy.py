@@ -18,12 +18,14 @@ from typing import Any, Sequence
 import numpy as _np
 
 from .array import Array, bind
+from .debug import check_index as _check_index
 from .trace import tracer as _tracer
 from .trace import dtypes as dt
 from .trace.dtypes import DTypeError
 from .trace import ops as _ops
 from .trace.ops import OpKind
 from .trace.shapes import ShapeError, broadcast_shapes, normalize_axes, normalize_axis
+from .vulkan import runtime as _runtime
 
 inf = float("inf")
 nan = float("nan")
@@ -64,8 +66,7 @@ def asarray(x: Any, dtype=None) -> Array:
             d = dt.float32
     src = _np.asarray(x)
     raw = dt.to_device_numpy(src, d, "asarray")
-    from .vulkan import runtime
-    buf = runtime.get().upload(raw)
+    buf = _runtime.get().upload(raw)
     # src.shape, not raw.shape: the device copy of a 0-d value comes back 1-d
     return Array._concrete(buf, src.shape, d)
 
@@ -231,8 +232,7 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> A
 
 
 def _device_float64() -> bool:
-    from .vulkan import runtime
-    return runtime.get().dev.has_float64
+    return _runtime.get().dev.has_float64
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=float32) -> Array:
@@ -915,7 +915,6 @@ def take(a, indices, axis=None, _what: str = "take") -> Array:
     >>> take(arange(5) * 10, [4, -1]).numpy().tolist()
     [40, 40]
     """
-    from .debug import check_index
     a = asarray(a)
     idx = asarray(indices)
     if idx.dtype != dt.int32:
@@ -925,7 +924,7 @@ def take(a, indices, axis=None, _what: str = "take") -> Array:
     if axis is None or a.ndim == 0:   # NumPy: a 0-d array has axis 0 here, as 1-d
         a, axis = reshape(a, (-1,)), 0 if axis is None else axis
     ax = normalize_axis("take", axis, a.ndim)
-    flat = check_index(_what, reshape(idx, (-1,)), a.shape[ax], ax)
+    flat = _check_index(_what, reshape(idx, (-1,)), a.shape[ax], ax)
     out = bind(OpKind.IndexSelect, [a, flat], axis=ax)
     return reshape(out, a.shape[:ax] + idx.shape + a.shape[ax + 1:])
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 from .. import numpy as vnp
 from .. import random as vr
 from ..array import Array
+from ..tensor import Tensor
 from ..trace import dtypes as dt
 from ..trace.shapes import ShapeError
 from . import functional as F
@@ -32,7 +33,6 @@ def _param(a: Array) -> Array:
     """Every trainable array a layer creates is a Tensor that requires grad, so the same
     module serves the functional face (it is still an Array leaf of the pytree) and the
     PyTorch face (`loss.backward()` fills `.grad`, `optim.SGD` steps it)."""
-    from ..tensor import Tensor
     return a if isinstance(a, Tensor) else Tensor(a, requires_grad=True)
 
 
