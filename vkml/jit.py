@@ -22,8 +22,8 @@ from .vulkan.compiled import Compiled
 from .vulkan.dispatch import barriers_before
 
 # signatures kept per jitted function, least recently used dropped (it traces again): each
-# holds its arena, slots and recordings, so a function called on ever new shapes would
-# otherwise grow without bound (about 5 KB of device memory per small signature)
+# holds its arena, slots and recordings in device memory, so a function called on ever
+# new shapes would otherwise grow without bound
 SIGNATURES_KEPT = 256
 
 

@@ -24,7 +24,7 @@ from .trace import dtypes as dt
 from .trace.dtypes import DTypeError
 from .trace import ops as _ops
 from .trace.ops import OpKind
-from .trace.shapes import ShapeError, broadcast_shapes, normalize_axes, normalize_axis
+from .trace.shapes import ShapeError, broadcast_shapes, normalize_axes, normalize_axis, size_of
 from .vulkan import runtime as _runtime
 
 inf = float("inf")
@@ -417,7 +417,7 @@ def power(x, y) -> Array:
         # operator's documented value
         if d == dt.bool_:
             xa, ya = xa.astype(dt.int32), ya.astype(dt.int32)
-        if (ya._trace is None and math.prod(broadcast_shapes("power", xa.shape, ya.shape))
+        if (ya._trace is None and size_of(broadcast_shapes("power", xa.shape, ya.shape))
                 and bool((ya.numpy() < 0).any())):
             raise ValueError("Integers to negative integer powers are not allowed.")
         return bind(OpKind.Pow, [xa, ya])
@@ -578,10 +578,7 @@ def _axes(name, a: Array, axis, scalar_0d: bool = True):
 
 
 def _reduced_size(a: Array, axes) -> int:
-    n = 1
-    for ax in axes:
-        n *= a.shape[ax]
-    return n
+    return size_of([a.shape[ax] for ax in axes])
 
 
 def _need_nonempty(name: str, what: str, a: Array, axes) -> None:
@@ -787,10 +784,7 @@ def reshape(a, shape) -> Array:
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: only one -1 allowed in {shape}")
     if -1 in shape:
-        known = 1
-        for s in shape:
-            if s != -1:
-                known *= s
+        known = size_of([s for s in shape if s != -1])
         if known == 0 or a.size % known:
             raise ShapeError(f"reshape: cannot reshape {a.shape} ({a.size} elements) to {shape}")
         shape = tuple(a.size // known if s == -1 else s for s in shape)

@@ -20,7 +20,7 @@ from .. import random as vr
 from ..array import Array
 from ..tensor import Tensor
 from ..trace import dtypes as dt
-from ..trace.shapes import ShapeError
+from ..trace.shapes import ShapeError, size_of
 from . import functional as F
 from .base import Module
 
@@ -305,7 +305,7 @@ class Flatten(Module):
         if x.ndim == 0:
             return vnp.reshape(x, (1,))
         s, e = self.start_dim % nd, self.end_dim % nd
-        return vnp.reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
+        return vnp.reshape(x, x.shape[:s] + (size_of(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
 class ReLU(Module):
