@@ -61,7 +61,13 @@ def execute(graph: Graph, args: Sequence[Array]) -> list[Array]:
 
 
 def inline(graph: Graph, args: Sequence[Array]) -> list[Array]:
-    """Re-emit graph's nodes into the active trace, with its inputs bound to args."""
+    """Re-emit graph's nodes into the active trace, with its inputs bound to args.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> g = vkml.make_graph(lambda x: x * 3.0, vnp.ones(()))
+    >>> vkml.grad(lambda x: inline(g, [x])[0])(vnp.ones(())).item()
+    3.0
+    """
     env: dict[int, Array] = {}
     for node, a in zip(graph.inputs, args):
         env[node.id] = a
@@ -76,7 +82,13 @@ def inline(graph: Graph, args: Sequence[Array]) -> list[Array]:
 
 
 def call_graph(graph: Graph, args: Sequence[Array]) -> list[Array]:
-    """Inline into the active trace if there is one, else run on the device."""
+    """Inline into the active trace if there is one, else run on the device.
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> g = vkml.make_graph(lambda x: x * 3.0, vnp.ones(()))
+    >>> call_graph(g, [vnp.ones(())])[0].item(), vkml.grad(lambda x: call_graph(g, [x])[0])(vnp.ones(())).item()
+    (3.0, 3.0)
+    """
     if tracer.current() is not None or any(a._trace is not None for a in args):
         if tracer.current() is None:
             raise tracer.LeakedTracerError("a traced value was passed to a transform outside its trace")
@@ -90,6 +102,12 @@ def trace_flat(f: Callable, args: Sequence, tag=None):
     Returns (graph, out_treedef, captured, leaves): the graph's inputs are the flattened
     args in order (`leaves`, as arrays), then one input per captured outer value (listed
     in `captured`).
+
+    >>> import vkml.numpy as vnp
+    >>> y = vnp.ones(2)
+    >>> g, tree, captured, leaves = trace_flat(lambda d: d["x"] + y, [{"x": vnp.zeros(2)}])
+    >>> len(g.inputs), captured, tree.num_leaves
+    (1, [], 1)
     """
     leaves, treedef = tree_flatten(list(args))
     leaves = [vnp.asarray(l) for l in leaves]
