@@ -2,27 +2,27 @@
 operand signature, and replayed."""
 import importlib
 import threading
+from collections import OrderedDict
 
 import numpy as np
 import pytest
 
 import vkml.numpy as vnp
 array_mod = importlib.import_module("vkml.array")
-jit_mod = importlib.import_module("vkml.jit")     # vkml.jit is also the function
 
 
 @pytest.fixture
 def built(monkeypatch):
     """Counts the single-operator programs compiled while the test runs."""
     count = [0]
-    real = jit_mod.Compiled
+    real = array_mod.Compiled
 
     class Counting(real):
         def __init__(self, *a, **k):
             count[0] += 1
             super().__init__(*a, **k)
-    monkeypatch.setattr(jit_mod, "Compiled", Counting)
-    monkeypatch.setattr(array_mod, "_eager_cache", None)
+    monkeypatch.setattr(array_mod, "Compiled", Counting)
+    monkeypatch.setattr(array_mod, "_eager_cache", OrderedDict())
     return count
 
 

@@ -14,6 +14,7 @@ from vkml import nn, optim
 from vkml.jit import DonatedArrayError
 from vkml.nn import functional as F
 from vkml.tree_util import tree_leaves, tree_map
+from vkml.vulkan import compiled as compiled_mod
 from vkml.vulkan.executor import plan
 from vkml.vulkan.memory import ALIGN
 
@@ -24,9 +25,7 @@ RNG = np.random.default_rng(5)
 def binding(request, monkeypatch):
     """Run a test with every argument and result copied through the compiled slots, then
     with every one bound in place (the path large arrays take)."""
-    import sys
-    jit_mod = sys.modules["vkml.jit"]   # vkml.jit names the function
-    monkeypatch.setattr(jit_mod, "DIRECT_MIN", 0 if request.param == "bound" else 1 << 60)
+    monkeypatch.setattr(compiled_mod, "DIRECT_MIN", 0 if request.param == "bound" else 1 << 60)
     return request.param
 
 
@@ -265,9 +264,7 @@ def test_donated_training_step_matches_undonated_and_eager(binding):
 def test_transfer_commands_path(monkeypatch, binding):
     """Device-local memory (a GPU) is copied with transfer commands submitted with the
     recording; lavapipe's memory is host-mapped, so force that path here."""
-    import sys
-    jit_mod = sys.modules["vkml.jit"]   # vkml.jit names the function
-    monkeypatch.setattr(jit_mod, "_split_copies", lambda pairs: ([], [p for p in pairs if p[2]]))
+    monkeypatch.setattr(compiled_mod, "_split_copies", lambda pairs: ([], [p for p in pairs if p[2]]))
     model, opt, x, y, step = _train_setup()
     m, s = tree_map(lambda a: a * 1.0, model), opt.init(model)
     me, se = tree_map(lambda a: a * 1.0, model), opt.init(model)

@@ -11,7 +11,7 @@ import pytest
 
 import vkml.numpy as vnp
 import vkml.random as vr
-from vkml.jit import execute, trace_flat
+from vkml.graphs import execute, trace_flat
 from vkml.trace.dtypes import DTypeError
 from vkml.trace.shapes import ShapeError
 

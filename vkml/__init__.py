@@ -7,8 +7,9 @@
 from .array import Array, ConcretizationError
 from .autodiff import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, no_grad, remat,
                        stop_gradient, value_and_grad, vjp)
-from .jit import jit, make_graph
-from .batching import vmap
+from .graphs import make_graph
+from .jit import jit
+from .vmap import vmap
 from .tensor import Tensor
 from .trace.dtypes import DTypeError
 from .trace.shapes import ShapeError

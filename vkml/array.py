@@ -7,14 +7,18 @@ that a traced value cannot be read back to the host.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections import OrderedDict
+from typing import Any, Sequence
 
 import numpy as np
 
 from .trace import dtypes as dt
 from .trace import tracer
-from .trace.graph import Graph, Node
+from .trace.graph import Graph, Node, input_node
 from .trace.ops import OpKind
+from .trace.shapes import size_of
+from .vulkan import runtime
+from .vulkan.compiled import Compiled
 
 
 class ConcretizationError(TypeError):
@@ -60,10 +64,7 @@ class Array:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return size_of(self.shape)
 
     @property
     def is_traced(self) -> bool:
@@ -90,7 +91,6 @@ class Array:
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         self._concrete_or_raise("np.asarray")
-        from .vulkan import runtime
         raw = runtime.get().download(self._buf, self.size * dt.itemsize(self.dtype))
         store = np.int32 if self.dtype == dt.bool_ else self.dtype
         out = dt.from_device_numpy(raw.view(store), self.dtype).reshape(self.shape)
@@ -140,6 +140,8 @@ class Array:
 
     # ------------------------------------------------------------------ methods
     def _np(self):
+        # the operators and methods are vkml.numpy's functions, and vkml.numpy is built on
+        # this class: imported at the first use, once both modules exist
         from . import numpy as vnp
         return vnp
 
@@ -205,7 +207,7 @@ class Array:
         return self._np().clip(self, min, max)
 
     def __getitem__(self, idx) -> "Array":
-        from .indexing import getitem
+        from .indexing import getitem     # built on vkml.numpy, as the operators (`_np`)
         return getitem(self, idx)
 
     # ------------------------------------------------------------------ operators
@@ -278,7 +280,7 @@ def bind(kind: OpKind, operands: list, _tag: Any = None, **attrs: Any) -> Array:
 
 
 EAGER_CACHE = 256    # compiled single-operator programs kept (least recently used dropped)
-_eager_cache: "OrderedDict" = None   # type: ignore[assignment]
+_eager_cache: OrderedDict = OrderedDict()
 _eager_lock = threading.Lock()
 
 
@@ -297,36 +299,51 @@ def _freeze(v: Any):
 
 def _profile():
     """The device profile eager programs are lowered for (part of their cache key)."""
-    from .vulkan import runtime
     return runtime.get().dev.profile
+
+
+def run_compiled(c: Compiled, operands: Sequence[Array], donated=()) -> list[Array]:
+    """Run a compiled program on concrete arrays (the program works on their buffers):
+    its results as arrays; an output that is an input is that very argument.
+
+    >>> import vkml.numpy as vnp
+    >>> x = input_node((3,), "float32", 0)
+    >>> c = Compiled(Graph([x], [Node(OpKind.Exp, [x], {}), x]))
+    >>> y, same = run_compiled(c, [vnp.zeros(3)])
+    >>> y.numpy().tolist(), same.shape
+    ([1.0, 1.0, 1.0], (3,))
+    """
+    bufs = c.run([a._buf for a in operands], donated)
+    outs = []
+    for b, node in zip(bufs, c.exec_graph.outputs):
+        if b is not None:
+            outs.append(Array._concrete(b, node.shape, node.dtype))
+        elif node.op is OpKind.Const:
+            outs.append(node.attrs["value"])
+        else:
+            outs.append(operands[c.input_pos[node.id]])
+    return outs
 
 
 def _eager(kind: OpKind, operands: list, attrs: dict) -> "Array":
     """Run one operator now: compiled once per operator, attributes and operand shapes
     and dtypes (like a jitted function of one operator), so that a repeated eager
     operator replays a recorded command buffer instead of lowering and recording again."""
-    global _eager_cache
-    from .jit import Compiled
     try:
         key = (kind, tuple(sorted((k, _freeze(v)) for k, v in attrs.items())),
                tuple((v.shape, v.dtype) for v in operands), _profile())
     except TypeError:
         key = None
-    if _eager_cache is None:
-        from collections import OrderedDict
-        _eager_cache = OrderedDict()
     with _eager_lock:
         c = _eager_cache.get(key) if key is not None else None
         if c is not None:
             _eager_cache.move_to_end(key)
     if c is None:
-        ins = [Node(OpKind.Input, (), {"shape": v.shape, "dtype": v.dtype, "index": i})
-               for i, v in enumerate(operands)]
-        graph = Graph(ins, [Node(kind, ins, attrs)])
-        c = Compiled(graph, graph, copy_fallback=False)
+        ins = [input_node(v.shape, v.dtype, i) for i, v in enumerate(operands)]
+        c = Compiled(Graph(ins, [Node(kind, ins, attrs)]), copy_fallback=False)
         if key is not None:
             with _eager_lock:
                 _eager_cache[key] = c
                 while len(_eager_cache) > EAGER_CACHE:
                     _eager_cache.popitem(last=False)
-    return c.run(operands, ())[0]
+    return run_compiled(c, operands)[0]

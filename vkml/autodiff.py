@@ -16,16 +16,19 @@ import numpy as np
 
 from . import numpy as vnp
 from .array import Array, bind
-from .jit import call_graph, trace_flat
+from .graphs import call_graph, trace_flat
 from .trace import dtypes as dt
 from .trace import tracer
 from .trace.dtypes import DTypeError
-from .trace.graph import Graph, Node
+from .trace.graph import Graph, Node, input_node
 from .trace.ops import OpKind
+from .trace.shapes import size_of
 from .transforms import checkpoint as _ckpt
-from .transforms.expr import E, full, op as eop, reshape as ereshape
+from .transforms.custom import CustomRecord, CustomTag, inline_nodes
+from .transforms.expr import E, expand as eexpand, full, op as eop, reshape as ereshape
 from .transforms.grad import backward, seed_ones
 from .transforms.simplify import simplify
+from .transforms.vmap import batch_nodes, move_axis
 from .tree_util import tree_flatten, tree_map, tree_unflatten
 
 
@@ -155,8 +158,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
             c = vnp.asarray(c)
             if c.shape != r.shape:
                 raise ValueError(f"vjp: cotangent {k} has shape {c.shape}, output has {r.shape}")
-            s = Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype,
-                                        "index": len(graph.inputs) + k})
+            s = input_node(r.shape, r.dtype, len(graph.inputs) + k)
             seed_inputs.append((s, c.astype(r.dtype)))
             seeds.append(s)
         float_roots = [(r, s) for r, s in zip(roots, seeds) if dt.is_float(r.dtype)]
@@ -179,9 +181,9 @@ def _jvp_graph(graph: Graph, n_primal: int, n_out: int):
     wrt = list(graph.inputs[:n_primal])
     roots = list(graph.outputs[:n_out])
     base = len(graph.inputs)
-    us = [Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype, "index": base + k})
+    us = [input_node(r.shape, r.dtype, base + k)
           for k, r in enumerate(roots)]
-    ts = [Node(OpKind.Input, (), {"shape": w.shape, "dtype": w.dtype, "index": base + len(us) + k})
+    ts = [input_node(w.shape, w.dtype, base + len(us) + k)
           for k, w in enumerate(wrt)]
     float_out = [k for k, r in enumerate(roots) if dt.is_float(r.dtype)]
     g1 = backward([roots[k] for k in float_out], [us[k] for k in float_out], wrt, graph.keep)
@@ -227,9 +229,7 @@ def _basis_block(total: int, offset: int, shape: tuple, dtype) -> Node:
     """Rows offset..offset+size(shape) of the total x total identity, as (total,) + shape:
     example b of a vmap over it is the b-th standard basis vector's piece of this shape.
     Made on the device (Arange == Arange), so the graph does not grow with `total`."""
-    size = 1
-    for d in shape:
-        size *= d
+    size = size_of(shape)
     rows = ereshape(eop(OpKind.Arange, n=total, start=0, step=1, dtype=dt.int32), (total, 1))
     cols = ereshape(eop(OpKind.Arange, n=size, start=offset, step=1, dtype=dt.int32), (1, size))
     eye = eop(OpKind.Cast, eop(OpKind.Equal, rows, cols), dtype=np.dtype(dtype))
@@ -239,7 +239,6 @@ def _basis_block(total: int, offset: int, shape: tuple, dtype) -> Node:
 def _batch_rows(node: Node, batched: bool, total: int, start: int, stop: int) -> Node:
     """Rows start..stop of a vmap result over `total` examples (broadcast first when the
     result did not depend on the mapped input)."""
-    from .transforms.expr import expand as eexpand
     x = E(node) if batched else eexpand(E(node), (total,) + node.shape)
     if (start, stop) == (0, total):
         return x.n
@@ -259,7 +258,6 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     >>> vkml.jacrev(lambda x: x * 2.0)(vnp.ones(2)).numpy().tolist()
     [[2.0, 0.0], [0.0, 2.0]]
     """
-    from .transforms.vmap import batch_nodes
 
     def wrapped(*args):
         nums = _argnums(argnums, len(args), "jacrev")
@@ -276,7 +274,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         total = sum(r.size for r in roots)
         offsets = [sum(r.size for r in roots[:k]) for k in range(len(roots))]
         base = len(graph.inputs)
-        us = [Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype, "index": base + k})
+        us = [input_node(r.shape, r.dtype, base + k)
               for k, r in enumerate(roots)]
         grads = backward(roots, us, wrt, graph.keep) if total else []
         env = {i.id: (i, False) for i in graph.inputs}
@@ -316,7 +314,6 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     >>> vkml.jacfwd(lambda x: x * x)(vnp.asarray([1.0, 2.0])).numpy().tolist()
     [[2.0, 0.0], [0.0, 4.0]]
     """
-    from .transforms.vmap import batch_nodes, move_axis
 
     def wrapped(*args):
         nums = _argnums(argnums, len(args), "jacfwd")
@@ -330,9 +327,9 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             if not dt.is_float(r.dtype):
                 raise DTypeError(f"jacfwd: output of dtype {r.dtype} has no Jacobian")
         base = len(graph.inputs)
-        us = [Node(OpKind.Input, (), {"shape": r.shape, "dtype": r.dtype, "index": base + k})
+        us = [input_node(r.shape, r.dtype, base + k)
               for k, r in enumerate(roots)]
-        ts = [Node(OpKind.Input, (), {"shape": w.shape, "dtype": w.dtype, "index": base + len(us) + k})
+        ts = [input_node(w.shape, w.dtype, base + len(us) + k)
               for k, w in enumerate(wrt)]
         total = sum(w.size for w in wrt)
         offsets = [sum(w.size for w in wrt[:k]) for k in range(len(wrt))]
@@ -522,7 +519,6 @@ class custom_vjp:
         if t is None or getattr(self, "_in_fwd", False):
             # eager, or fwd calling this very function (JAX's idiom): the primal function
             return self.fun(*args)
-        from .transforms.custom import CustomRecord, CustomTag, inline_nodes
         self._in_fwd = True
         try:
             fwd_graph, out_tree, captured, leaves = trace_flat(lambda *a: self.fwd(*a), args)

@@ -28,6 +28,10 @@ from typing import Iterator
 
 import numpy as np
 
+from .array import bind
+from .trace.ops import OpKind
+from .vulkan.lower.index import index_error
+
 __all__ = ["check_indices", "checks", "checks_enabled"]
 
 _state = threading.local()
@@ -97,9 +101,6 @@ def check_index(what: str, idx, size: int, axis: int | None = 0, negative: bool 
         ...
     IndexError: take: index 3 is out of bounds for axis 0 with size 3
     """
-    from .array import bind
-    from .trace.ops import OpKind
-    from .vulkan.lower.index import index_error
     if idx._trace is None:
         v = np.asarray(idx.numpy()).reshape(-1).astype(np.int64)
         bad = ((v < -size) if negative else (v < 0)) | (v >= size)

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from . import numpy as vnp
 from .array import Array
 from .trace import dtypes as dt
-from .trace.shapes import ShapeError
+from .trace.shapes import ShapeError, size_of
 
 _LETTERS = string.ascii_letters
 _WHAT = "subscripts must be letters a-z, A-Z, the ellipsis '...', ',' and one '->'"
@@ -281,10 +281,10 @@ def _pair(a, la, b, lb, keep: set):
         a = vnp.reshape(_permute(a, la, batch + m), dims(batch + m) + (1,) * len(n))
         b = vnp.reshape(_permute(b, lb, batch + n), dims(batch) + (1,) * len(m) + dims(n))
         return vnp.multiply(a, b), batch + m + n
-    lead = (math.prod(dims(batch)),) if batch else ()
-    k = math.prod(dims(summed))
-    a = vnp.reshape(_permute(a, la, batch + m + summed), lead + (math.prod(dims(m)), k))
-    b = vnp.reshape(_permute(b, lb, batch + summed + n), lead + (k, math.prod(dims(n))))
+    lead = (size_of(dims(batch)),) if batch else ()
+    k = size_of(dims(summed))
+    a = vnp.reshape(_permute(a, la, batch + m + summed), lead + (size_of(dims(m)), k))
+    b = vnp.reshape(_permute(b, lb, batch + summed + n), lead + (k, size_of(dims(n))))
     r = vnp.matmul(a, b)
     return vnp.reshape(r, dims(batch + m + n)), batch + m + n
 

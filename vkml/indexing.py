@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as _np
 
+from . import numpy as vnp
 from .array import Array, bind
 from .trace import dtypes as dt
 from .trace.ops import OpKind
@@ -39,7 +40,6 @@ def getitem(a: Array, idx) -> Array:
     >>> vnp.arange(10)[1:8:3].numpy().tolist()
     [1, 4, 7]
     """
-    from . import numpy as vnp
     if not isinstance(idx, tuple):
         idx = (idx,)
     full = _expand_ellipsis(a, idx)

@@ -18,12 +18,14 @@ from typing import Any, Sequence
 import numpy as _np
 
 from .array import Array, bind
+from .debug import check_index as _check_index
 from .trace import tracer as _tracer
 from .trace import dtypes as dt
 from .trace.dtypes import DTypeError
 from .trace import ops as _ops
 from .trace.ops import OpKind
-from .trace.shapes import ShapeError, broadcast_shapes, normalize_axes, normalize_axis
+from .trace.shapes import ShapeError, broadcast_shapes, normalize_axes, normalize_axis, size_of
+from .vulkan import runtime as _runtime
 
 inf = float("inf")
 nan = float("nan")
@@ -64,8 +66,7 @@ def asarray(x: Any, dtype=None) -> Array:
             d = dt.float32
     src = _np.asarray(x)
     raw = dt.to_device_numpy(src, d, "asarray")
-    from .vulkan import runtime
-    buf = runtime.get().upload(raw)
+    buf = _runtime.get().upload(raw)
     # src.shape, not raw.shape: the device copy of a 0-d value comes back 1-d
     return Array._concrete(buf, src.shape, d)
 
@@ -231,8 +232,7 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> A
 
 
 def _device_float64() -> bool:
-    from .vulkan import runtime
-    return runtime.get().dev.has_float64
+    return _runtime.get().dev.has_float64
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=float32) -> Array:
@@ -417,7 +417,7 @@ def power(x, y) -> Array:
         # operator's documented value
         if d == dt.bool_:
             xa, ya = xa.astype(dt.int32), ya.astype(dt.int32)
-        if (ya._trace is None and math.prod(broadcast_shapes("power", xa.shape, ya.shape))
+        if (ya._trace is None and size_of(broadcast_shapes("power", xa.shape, ya.shape))
                 and bool((ya.numpy() < 0).any())):
             raise ValueError("Integers to negative integer powers are not allowed.")
         return bind(OpKind.Pow, [xa, ya])
@@ -578,10 +578,7 @@ def _axes(name, a: Array, axis, scalar_0d: bool = True):
 
 
 def _reduced_size(a: Array, axes) -> int:
-    n = 1
-    for ax in axes:
-        n *= a.shape[ax]
-    return n
+    return size_of([a.shape[ax] for ax in axes])
 
 
 def _need_nonempty(name: str, what: str, a: Array, axes) -> None:
@@ -787,10 +784,7 @@ def reshape(a, shape) -> Array:
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: only one -1 allowed in {shape}")
     if -1 in shape:
-        known = 1
-        for s in shape:
-            if s != -1:
-                known *= s
+        known = size_of([s for s in shape if s != -1])
         if known == 0 or a.size % known:
             raise ShapeError(f"reshape: cannot reshape {a.shape} ({a.size} elements) to {shape}")
         shape = tuple(a.size // known if s == -1 else s for s in shape)
@@ -915,7 +909,6 @@ def take(a, indices, axis=None, _what: str = "take") -> Array:
     >>> take(arange(5) * 10, [4, -1]).numpy().tolist()
     [40, 40]
     """
-    from .debug import check_index
     a = asarray(a)
     idx = asarray(indices)
     if idx.dtype != dt.int32:
@@ -925,7 +918,7 @@ def take(a, indices, axis=None, _what: str = "take") -> Array:
     if axis is None or a.ndim == 0:   # NumPy: a 0-d array has axis 0 here, as 1-d
         a, axis = reshape(a, (-1,)), 0 if axis is None else axis
     ax = normalize_axis("take", axis, a.ndim)
-    flat = check_index(_what, reshape(idx, (-1,)), a.shape[ax], ax)
+    flat = _check_index(_what, reshape(idx, (-1,)), a.shape[ax], ax)
     out = bind(OpKind.IndexSelect, [a, flat], axis=ax)
     return reshape(out, a.shape[:ax] + idx.shape + a.shape[ax + 1:])
 

@@ -26,7 +26,7 @@ from .array import Array, bind
 from .trace import dtypes as dt
 from .trace.dtypes import DTypeError
 from .trace.ops import OpKind
-from .trace.shapes import ShapeError
+from .trace.shapes import ShapeError, size_of
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
            "randint", "permutation", "choice"]
@@ -350,7 +350,7 @@ def choice(key, a, shape=(), replace: bool = True, p=None) -> Array:
         if pop.ndim == 0:
             raise ShapeError("random.choice: a must be an int or an array of rank >= 1")
         n = pop.shape[0]
-    m = math.prod(shape)
+    m = size_of(shape)
     if n == 0 and m > 0:
         raise ValueError("random.choice: cannot take a non-empty sample from an empty population")
     if not replace:

@@ -15,12 +15,15 @@ from typing import Any
 import numpy as np
 
 from . import array as _array
+from . import numpy as vnp
 from .array import Array, bind
+from .graphs import execute
 from .trace import dtypes as dt
 from .trace import tracer
 from .trace.dtypes import DTypeError
-from .trace.graph import Graph, Node, toposort
+from .trace.graph import Graph, Node, input_node, toposort
 from .trace.ops import OpKind
+from .transforms.grad import backward as _backward
 
 
 class UndefinedTensorError(RuntimeError):
@@ -40,7 +43,6 @@ class Tensor(Array):
     __slots__ = ("requires_grad", "grad", "_tape", "_parents", "_is_leaf")
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None):
-        from . import numpy as vnp
         a = vnp.asarray(data, dtype)
         if a._trace is not None:
             raise TypeError("vkml.Tensor: cannot wrap a traced value; Tensors are for eager use")
@@ -50,7 +52,7 @@ class Tensor(Array):
             raise DTypeError(f"Tensor: only float tensors can require gradients, got {self.dtype}")
         self.requires_grad = bool(requires_grad)
         self.grad = None
-        self._tape = Node(OpKind.Input, (), {"shape": self.shape, "dtype": self.dtype, "index": -1})
+        self._tape = input_node(self.shape, self.dtype, -1)
         self._parents = ()
         self._is_leaf = True
 
@@ -61,7 +63,7 @@ class Tensor(Array):
         t.shape, t.dtype = value.shape, value.dtype
         t.requires_grad, t.grad = requires_grad, None
         if node is None:
-            node = Node(OpKind.Input, (), {"shape": t.shape, "dtype": t.dtype, "index": -1})
+            node = input_node(t.shape, t.dtype, -1)
         t._tape, t._parents, t._is_leaf = node, parents, not requires_grad
         return t
 
@@ -72,7 +74,7 @@ class Tensor(Array):
         t._buf, t._trace, t._node = None, None, None
         t.shape, t.dtype = tuple(shape), np.dtype(dtype)
         t.requires_grad, t.grad, t._parents, t._is_leaf = False, None, (), True
-        t._tape = Node(OpKind.Input, (), {"shape": t.shape, "dtype": t.dtype, "index": -1})
+        t._tape = input_node(t.shape, t.dtype, -1)
         return t
 
     # ---------------------------------------------------------------- PyTorch face
@@ -123,9 +125,6 @@ class Tensor(Array):
         Without `gradient` the tensor must be a scalar (seed 1); otherwise gradient has
         self's shape and is the seed of the reverse walk.
         """
-        from . import numpy as vnp
-        from .jit import execute
-        from .transforms.grad import backward as _backward
         # checks first, in the design note's order
         if self._buf is None:
             raise UndefinedTensorError("backward: the tensor is undefined (it holds no value)")
@@ -160,7 +159,7 @@ class Tensor(Array):
         leaves = [t for t in values.values() if t._is_leaf and t.requires_grad]
         if not leaves:
             return
-        seed_in = Node(OpKind.Input, (), {"shape": self.shape, "dtype": self.dtype, "index": 0})
+        seed_in = input_node(self.shape, self.dtype, 0)
         grads = _backward([self._tape], [seed_in], [t._tape for t in leaves])
         # every forward value the tape holds is a constant of the gradient graph
         sub: dict[int, Node] = {}

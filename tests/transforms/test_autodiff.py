@@ -264,7 +264,7 @@ def test_checkpoint_lowers_planned_peak_on_32_layer_chain():
 # ------------------------------------------------------------------ simplification
 
 def _count(f, *args):
-    from vkml.jit import trace_flat
+    from vkml.graphs import trace_flat
     return trace_flat(f, args)[0].op_count()
 
 

@@ -8,9 +8,9 @@ import vkml
 import vkml.numpy as vnp
 import vkml.random as vr
 from vkml.array import bind
-from vkml.batching import vmap
+from vkml.vmap import vmap
 from vkml.trace.ops import SPECS, OpKind as K
-from vkml.transforms.batching import BATCH_RULES
+from vkml.transforms.batching_rules import BATCH_RULES
 from vkml.vulkan import runtime
 
 R = np.random.default_rng(3)

@@ -203,7 +203,7 @@ class Module:
         >>> a, b = Linear(2, 2), Linear(2, 2)
         >>> _ = b.load_state_dict(a.state_dict())
         """
-        from .serialization import check_entry
+        from .serialization import check_entry   # serialization is built on Module
         own = self.state_dict()
         missing = [k for k in own if k not in state]
         extra = [k for k in state if k not in own]

@@ -17,6 +17,7 @@ from .. import numpy as vnp
 from .. import random as vrandom
 from ..array import Array, bind
 from ..autodiff import no_grad, stop_gradient
+from ..debug import check_index
 from ..trace import dtypes as dt
 from ..trace.dtypes import DTypeError
 from ..trace.ops import OpKind
@@ -242,7 +243,6 @@ def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ign
     if labels.shape != want:
         raise ShapeError(f"{name}: labels of shape {labels.shape} do not match logits of shape "
                          f"{shown}; expected labels of shape {want} (one class index per example)")
-    from ..debug import check_index
     labels = check_index(name, labels, C, None, negative=False, ignore=int(ignore_index))
     hit = vnp.equal(vnp.expand_dims(labels, -1), vnp.arange(C))
     loss = -vnp.sum(vnp.where(hit, logp, 0.0), axis=-1)

@@ -18,8 +18,9 @@ from typing import Any, Callable, Sequence
 from .. import numpy as vnp
 from .. import random as vr
 from ..array import Array
+from ..tensor import Tensor
 from ..trace import dtypes as dt
-from ..trace.shapes import ShapeError
+from ..trace.shapes import ShapeError, size_of
 from . import functional as F
 from .base import Module
 
@@ -32,7 +33,6 @@ def _param(a: Array) -> Array:
     """Every trainable array a layer creates is a Tensor that requires grad, so the same
     module serves the functional face (it is still an Array leaf of the pytree) and the
     PyTorch face (`loss.backward()` fills `.grad`, `optim.SGD` steps it)."""
-    from ..tensor import Tensor
     return a if isinstance(a, Tensor) else Tensor(a, requires_grad=True)
 
 
@@ -305,7 +305,7 @@ class Flatten(Module):
         if x.ndim == 0:
             return vnp.reshape(x, (1,))
         s, e = self.start_dim % nd, self.end_dim % nd
-        return vnp.reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
+        return vnp.reshape(x, x.shape[:s] + (size_of(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
 class ReLU(Module):

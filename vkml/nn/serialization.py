@@ -24,6 +24,7 @@ from .. import numpy as vnp
 from ..array import Array
 from ..trace import dtypes as dt
 from ..tree_util import tree_flatten, tree_unflatten
+from ..vulkan import runtime
 from .base import Module, _fields
 from . import modules as _modules
 
@@ -124,7 +125,6 @@ _HEADER_MAX = 10016   # magic, version, length and the 10,000 bytes numpy reads 
 
 def _device_limit() -> int:
     """The largest array the device holds in one binding (the allocator's size error)."""
-    from ..vulkan import runtime
     return runtime.get().dev.max_storage_buffer_range
 
 

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .ops import OpKind, infer
+from .shapes import size_of
 
 _ids = itertools.count()
 
@@ -31,8 +32,7 @@ class Node:
     """One operator application: op, input nodes, attributes, inferred shape and dtype.
 
     >>> from vkml.trace.ops import OpKind
-    >>> import numpy as np
-    >>> x = Node(OpKind.Input, (), {"shape": (3,), "dtype": np.float32, "index": 0})
+    >>> x = input_node((3,), "float32", 0)
     >>> Node(OpKind.Exp, (x,), {}).shape
     (3,)
     """
@@ -58,10 +58,7 @@ class Node:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return size_of(self.shape)
 
     def key(self) -> tuple:
         """Structural identity for common-subexpression merging (inputs by node id)."""
@@ -75,6 +72,16 @@ class Node:
         a = ", ".join(f"{k}={v}" for k, v in self.attrs.items() if k not in ("value",))
         ins = ", ".join(f"%{i.id}" for i in self.inputs)
         return f"%{self.id} = {self.op.value}({ins}{', ' if ins and a else ''}{a}) : {self.dtype}{list(self.shape)}"
+
+
+def input_node(shape: Sequence[int], dtype, index: int) -> Node:
+    """An Input node: argument `index` of a graph (-1: a value that belongs to no
+    argument list, e.g. a Tensor's place on the tape).
+
+    >>> input_node((2, 3), "float32", 0)  # doctest: +ELLIPSIS
+    %... = Input(shape=(2, 3), dtype=float32, index=0) : float32[2, 3]
+    """
+    return Node(OpKind.Input, (), {"shape": tuple(shape), "dtype": np.dtype(dtype), "index": index})
 
 
 def toposort(outputs: Iterable[Node]) -> list[Node]:

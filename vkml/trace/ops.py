@@ -90,7 +90,9 @@ def spec(kind: OpKind) -> OpSpec:
     return SPECS[kind]
 
 
-def _declare(kind, arity, attrs, shape_rule, dtype_rule, dtypes, kernel, grad, doc, family):
+def _declare(kind: OpKind, *, arity: int | None, attrs: Sequence[str], shape_rule: Callable,
+             dtype_rule: Callable, dtypes: Sequence[np.dtype], kernel: str | None, grad: Grad,
+             doc: str, family: str) -> None:
     SPECS[kind] = OpSpec(kind, arity, tuple(attrs), shape_rule, dtype_rule, tuple(dtypes),
                          kernel, grad, doc, family)
 
@@ -132,13 +134,15 @@ for _k, _doc in [
     (OpKind.Input, "A graph input: a placeholder bound to an argument when the graph runs."),
     (OpKind.Const, "A constant captured from outside the traced function (a device array)."),
 ]:
-    _declare(_k, 0, ("shape", "dtype", "value") if _k is OpKind.Const else ("shape", "dtype", "index"),
-             _leaf_shape(_k.value), (lambda s, a, _o=_k.value: _dtype_attr(_o, a)), dt.ALL, None,
-             Grad.LEAF, _doc, "leaf")
+    _declare(_k, arity=0,
+             attrs=("shape", "dtype", "value" if _k is OpKind.Const else "index"),
+             shape_rule=_leaf_shape(_k.value),
+             dtype_rule=lambda s, a, _o=_k.value: _dtype_attr(_o, a), dtypes=dt.ALL, kernel=None,
+             grad=Grad.LEAF, doc=_doc, family="leaf")
 
-_declare(OpKind.Full, 0, ("shape", "dtype", "value"), _leaf_shape("Full"),
-         lambda s, a: _dtype_attr("Full", a), dt.ALL, "fill", Grad.LEAF,
-         "An array of `shape` filled with `value`.", "leaf")
+_declare(OpKind.Full, arity=0, attrs=("shape", "dtype", "value"), shape_rule=_leaf_shape("Full"),
+         dtype_rule=lambda s, a: _dtype_attr("Full", a), dtypes=dt.ALL, kernel="fill",
+         grad=Grad.LEAF, doc="An array of `shape` filled with `value`.", family="leaf")
 
 
 def _arange_shape(s, a):
@@ -148,9 +152,9 @@ def _arange_shape(s, a):
     return (n,)
 
 
-_declare(OpKind.Arange, 0, ("n", "start", "step", "dtype"), _arange_shape,
-         lambda s, a: _dtype_attr("Arange", a, dt.NUMERIC), dt.NUMERIC, "arange", Grad.LEAF,
-         "`start + step * i` for i in [0, n).", "leaf")
+_declare(OpKind.Arange, arity=0, attrs=("n", "start", "step", "dtype"), shape_rule=_arange_shape,
+         dtype_rule=lambda s, a: _dtype_attr("Arange", a, dt.NUMERIC), dtypes=dt.NUMERIC,
+         kernel="arange", grad=Grad.LEAF, doc="`start + step * i` for i in [0, n).", family="leaf")
 
 
 def _rand_shape(s, a):
@@ -166,11 +170,12 @@ def _rand_dtype(d, a):
     return _dtype_attr("Rand", a, dt.NUMERIC)
 
 
-_declare(OpKind.Rand, 1, ("shape", "dtype"), _rand_shape, _rand_dtype, (dt.int32,), "rand",
-         Grad.LEAF,
-         "Counter-based random numbers (Philox-4x32-10) keyed by an int32[2] key: uniform in "
-         "[0, 1) for float dtypes, uniformly random 32-bit words for int32. A batch of keys "
-         "(..., 2) gives key.shape[:-1] + shape, each key's block exactly its own draw.", "leaf")
+_declare(OpKind.Rand, arity=1, attrs=("shape", "dtype"), shape_rule=_rand_shape,
+         dtype_rule=_rand_dtype, dtypes=(dt.int32,), kernel="rand", grad=Grad.LEAF,
+         doc="Counter-based random numbers (Philox-4x32-10) keyed by an int32[2] key: uniform in "
+             "[0, 1) for float dtypes, uniformly random 32-bit words for int32. A batch of keys "
+             "(..., 2) gives key.shape[:-1] + shape, each key's block exactly its own draw.",
+         family="leaf")
 
 # --------------------------------------------------------------------------- elementwise
 
@@ -215,23 +220,27 @@ _UNARY = {
 }
 for _k, (_ds, _doc) in _UNARY.items():
     # Sign is piecewise constant: its rule gives the zero gradient, as jax.grad(jnp.sign)
-    _declare(_k, 1, ("approximate",) if _k is OpKind.Gelu else (), _same_shape,
-             _unary_dtype(_k.value, _ds), _ds, "elementwise", Grad.RULE, _doc, "unary")
+    _declare(_k, arity=1, attrs=("approximate",) if _k is OpKind.Gelu else (),
+             shape_rule=_same_shape, dtype_rule=_unary_dtype(_k.value, _ds), dtypes=_ds,
+             kernel="elementwise", grad=Grad.RULE, doc=_doc, family="unary")
 
 
 def _cast_dtype(d, a):
     return _dtype_attr("Cast", a)
 
 
-_declare(OpKind.Cast, 1, ("dtype",), _same_shape, _cast_dtype, dt.ALL, "elementwise",
-         Grad.RULE, "Convert to `dtype` (float to int truncates toward zero; to bool is x != 0).",
-         "unary")
-_declare(OpKind.Copy, 1, (), _same_shape, _unary_dtype("Copy", dt.ALL), dt.ALL, "elementwise",
-         Grad.RULE, "A fresh contiguous copy.", "unary")
-_declare(OpKind.StopGradient, 1, (), _same_shape, _unary_dtype("StopGradient", dt.ALL), dt.ALL,
-         "elementwise", Grad.RULE,
-         "The identity, through which no gradient flows (its rule returns none); graph "
-         "simplification removes it once differentiation is done.", "unary")
+_declare(OpKind.Cast, arity=1, attrs=("dtype",), shape_rule=_same_shape, dtype_rule=_cast_dtype,
+         dtypes=dt.ALL, kernel="elementwise", grad=Grad.RULE,
+         doc="Convert to `dtype` (float to int truncates toward zero; to bool is x != 0).",
+         family="unary")
+_declare(OpKind.Copy, arity=1, attrs=(), shape_rule=_same_shape,
+         dtype_rule=_unary_dtype("Copy", dt.ALL), dtypes=dt.ALL, kernel="elementwise",
+         grad=Grad.RULE, doc="A fresh contiguous copy.", family="unary")
+_declare(OpKind.StopGradient, arity=1, attrs=(), shape_rule=_same_shape,
+         dtype_rule=_unary_dtype("StopGradient", dt.ALL), dtypes=dt.ALL, kernel="elementwise",
+         grad=Grad.RULE,
+         doc="The identity, through which no gradient flows (its rule returns none); graph "
+             "simplification removes it once differentiation is done.", family="unary")
 
 
 def _bcast(op):
@@ -259,8 +268,9 @@ _BINARY = {
     OpKind.Minimum: (dt.ALL, "elementwise min; nan propagates; on bool it is logical and"),
 }
 for _k, (_ds, _doc) in _BINARY.items():
-    _declare(_k, 2, (), _bcast(_k.value), _binary_dtype(_k.value, _ds), _ds, "elementwise",
-             Grad.RULE, _doc + "; shapes broadcast.", "binary")
+    _declare(_k, arity=2, attrs=(), shape_rule=_bcast(_k.value),
+             dtype_rule=_binary_dtype(_k.value, _ds), dtypes=_ds, kernel="elementwise",
+             grad=Grad.RULE, doc=_doc + "; shapes broadcast.", family="binary")
 
 
 def _where_dtype(d, a):
@@ -269,8 +279,9 @@ def _where_dtype(d, a):
     return np.dtype(d[1])
 
 
-_declare(OpKind.Where, 3, (), _bcast("Where"), _where_dtype, dt.ALL, "elementwise", Grad.RULE,
-         "cond ? x : y; shapes broadcast.", "binary")
+_declare(OpKind.Where, arity=3, attrs=(), shape_rule=_bcast("Where"), dtype_rule=_where_dtype,
+         dtypes=dt.ALL, kernel="elementwise", grad=Grad.RULE, doc="cond ? x : y; shapes broadcast.",
+         family="binary")
 
 
 def integer_pow_exponent(e) -> int | float | None:
@@ -309,13 +320,14 @@ def _integer_pow_dtype(d, a):
 # multiplication chains (a rewrite to Mul nodes would differentiate to a sum of products,
 # and x ** 2.0 through Pow to exp(log)); a power is one node of the graph, fused like any
 # elementwise operator, with its chain emitted once by the kernel.
-_declare(OpKind.IntegerPow, 1, ("exponent",), _same_shape, _integer_pow_dtype, dt.NUMERIC,
-         "elementwise", Grad.RULE,
-         "x ** n for a constant n that is an integer or k + 0.5, as a chain of multiplications "
-         "(binary exponentiation; then times sqrt(x) for the half, then the reciprocal for "
-         "n < 0), so x ** 1 is x and x ** 2 is x * x exactly; n = 0 gives 1 (nan too). The "
-         "special values at -0 and -inf are NumPy's: x ** 0.5 is sqrt(x), the other halves "
-         "take C's pow rules. An int32 base needs n >= 0 and wraps on overflow.", "unary")
+_declare(OpKind.IntegerPow, arity=1, attrs=("exponent",), shape_rule=_same_shape,
+         dtype_rule=_integer_pow_dtype, dtypes=dt.NUMERIC, kernel="elementwise", grad=Grad.RULE,
+         doc="x ** n for a constant n that is an integer or k + 0.5, as a chain of multiplications "
+             "(binary exponentiation; then times sqrt(x) for the half, then the reciprocal for "
+             "n < 0), so x ** 1 is x and x ** 2 is x * x exactly; n = 0 gives 1 (nan too). The "
+             "special values at -0 and -inf are NumPy's: x ** 0.5 is sqrt(x), the other halves "
+             "take C's pow rules. An int32 base needs n >= 0 and wraps on overflow.",
+         family="unary")
 
 
 def _cmp_dtype(op, allowed):
@@ -328,9 +340,11 @@ def _cmp_dtype(op, allowed):
 
 for _k, _sym in [(OpKind.Equal, "=="), (OpKind.NotEqual, "!="), (OpKind.Less, "<"),
                  (OpKind.LessEqual, "<="), (OpKind.Greater, ">"), (OpKind.GreaterEqual, ">=")]:
-    _declare(_k, 2, (), _bcast(_k.value), _cmp_dtype(_k.value, dt.ALL), dt.ALL, "elementwise",
-             Grad.BOOLEAN, f"x {_sym} y as bool (False < True, as NumPy); shapes broadcast.",
-             "compare")
+    _declare(_k, arity=2, attrs=(), shape_rule=_bcast(_k.value),
+             dtype_rule=_cmp_dtype(_k.value, dt.ALL), dtypes=dt.ALL, kernel="elementwise",
+             grad=Grad.BOOLEAN,
+             doc=f"x {_sym} y as bool (False < True, as NumPy); shapes broadcast.",
+             family="compare")
 
 _BITWISE = {
     OpKind.BitwiseAnd: (dt.INTEGRAL, "x & y: bitwise and (logical and on bool)"),
@@ -344,23 +358,27 @@ _BITWISE = {
                                  "NumPy)"),
 }
 for _k, (_ds, _doc) in _BITWISE.items():
-    _declare(_k, 2, (), _bcast(_k.value), _binary_dtype(_k.value, _ds), _ds, "elementwise",
-             Grad.INTEGER, _doc + "; shapes broadcast.", "binary")
+    _declare(_k, arity=2, attrs=(), shape_rule=_bcast(_k.value),
+             dtype_rule=_binary_dtype(_k.value, _ds), dtypes=_ds, kernel="elementwise",
+             grad=Grad.INTEGER, doc=_doc + "; shapes broadcast.", family="binary")
 # NumPy's integer-valued division: on int32 exact (x // 0 and x % 0 are 0, INT_MIN // -1
 # wraps); on floats npy_divmod's algorithm over an exact fmod
 # (FloorDivide is piecewise constant: its rule gives the zero gradient, as Sign's and JAX's)
-_declare(OpKind.FloorDivide, 2, (), _bcast("FloorDivide"), _binary_dtype("FloorDivide", dt.NUMERIC),
-         dt.NUMERIC, "elementwise", Grad.RULE,
-         "x // y: the quotient rounded toward -inf, as NumPy (floats: (x - fmod(x, y)) / y "
-         "snapped to an integer; x // 0 is x / 0; int32: x // 0 is 0, INT_MIN // -1 wraps); "
-         "shapes broadcast.", "binary")
-_declare(OpKind.Remainder, 2, (), _bcast("Remainder"), _binary_dtype("Remainder", dt.NUMERIC),
-         dt.NUMERIC, "elementwise", Grad.RULE,
-         "x % y with the sign of y, as NumPy (from an exact fmod; floats: x % 0 is nan, a zero "
-         "remainder takes y's sign; int32: x % 0 is 0); shapes broadcast.", "binary")
-_declare(OpKind.BitwiseNot, 1, (), _same_shape, _unary_dtype("BitwiseNot", dt.INTEGRAL),
-         dt.INTEGRAL, "elementwise", Grad.INTEGER,
-         "~x: bitwise not (-x - 1) on int32, logical not on bool.", "unary")
+_declare(OpKind.FloorDivide, arity=2, attrs=(), shape_rule=_bcast("FloorDivide"),
+         dtype_rule=_binary_dtype("FloorDivide", dt.NUMERIC), dtypes=dt.NUMERIC,
+         kernel="elementwise", grad=Grad.RULE,
+         doc="x // y: the quotient rounded toward -inf, as NumPy (floats: (x - fmod(x, y)) / y "
+             "snapped to an integer; x // 0 is x / 0; int32: x // 0 is 0, INT_MIN // -1 wraps); "
+             "shapes broadcast.", family="binary")
+_declare(OpKind.Remainder, arity=2, attrs=(), shape_rule=_bcast("Remainder"),
+         dtype_rule=_binary_dtype("Remainder", dt.NUMERIC), dtypes=dt.NUMERIC, kernel="elementwise",
+         grad=Grad.RULE,
+         doc="x % y with the sign of y, as NumPy (from an exact fmod; floats: x % 0 is nan, a zero "
+             "remainder takes y's sign; int32: x % 0 is 0); shapes broadcast.", family="binary")
+_declare(OpKind.BitwiseNot, arity=1, attrs=(), shape_rule=_same_shape,
+         dtype_rule=_unary_dtype("BitwiseNot", dt.INTEGRAL), dtypes=dt.INTEGRAL,
+         kernel="elementwise", grad=Grad.INTEGER,
+         doc="~x: bitwise not (-x - 1) on int32, logical not on bool.", family="unary")
 
 # --------------------------------------------------------------------------- reductions
 
@@ -397,8 +415,9 @@ for _k, (_ds, _out, _doc) in _REDUCE.items():
         _need(_op, d, _ds)
         return _out if _out is not None else np.dtype(d[0])
     _grad = Grad.DISCONTINUOUS if _k in (OpKind.ArgMax, OpKind.ArgMin) else Grad.RULE
-    _declare(_k, 1, ("axes", "keepdims"), _reduce_shape(_k.value), _rdt, _ds, "reduce", _grad,
-             _doc + ".", "reduce")
+    _declare(_k, arity=1, attrs=("axes", "keepdims"), shape_rule=_reduce_shape(_k.value),
+             dtype_rule=_rdt, dtypes=_ds, kernel="reduce", grad=_grad, doc=_doc + ".",
+             family="reduce")
 
 
 def _axis_shape(op):
@@ -410,12 +429,14 @@ def _axis_shape(op):
     return rule
 
 
-_declare(OpKind.Cumsum, 1, ("axis",), _axis_shape("Cumsum"), _unary_dtype("Cumsum", dt.NUMERIC),
-         dt.NUMERIC, "scan", Grad.RULE, "Inclusive running sum along `axis`.", "reduce")
+_declare(OpKind.Cumsum, arity=1, attrs=("axis",), shape_rule=_axis_shape("Cumsum"),
+         dtype_rule=_unary_dtype("Cumsum", dt.NUMERIC), dtypes=dt.NUMERIC, kernel="scan",
+         grad=Grad.RULE, doc="Inclusive running sum along `axis`.", family="reduce")
 for _k, _doc in [(OpKind.Softmax, "exp(x - max) / sum(exp(x - max)) along `axis`"),
                  (OpKind.LogSoftmax, "x - max - log(sum(exp(x - max))) along `axis`")]:
-    _declare(_k, 1, ("axis",), _axis_shape(_k.value), _unary_dtype(_k.value, dt.FLOATS),
-             dt.FLOATS, "softmax", Grad.RULE, _doc + ", numerically stable.", "reduce")
+    _declare(_k, arity=1, attrs=("axis",), shape_rule=_axis_shape(_k.value),
+             dtype_rule=_unary_dtype(_k.value, dt.FLOATS), dtypes=dt.FLOATS, kernel="softmax",
+             grad=Grad.RULE, doc=_doc + ", numerically stable.", family="reduce")
 
 # --------------------------------------------------------------------------- movement
 
@@ -495,21 +516,27 @@ def _flip_shape(s, a):
     return s[0]
 
 
-_declare(OpKind.Reshape, 1, ("shape",), _reshape_shape, _pad_dtype, dt.ALL, "movement",
-         Grad.RULE, "Same elements in C order, new shape.", "movement")
-_declare(OpKind.Permute, 1, ("perm",), _permute_shape, _pad_dtype, dt.ALL, "movement",
-         Grad.RULE, "Reorder axes: out.shape[i] = x.shape[perm[i]].", "movement")
-_declare(OpKind.Expand, 1, ("shape",), _expand_shape, _pad_dtype, dt.ALL, "movement",
-         Grad.RULE, "Broadcast to `shape` (NumPy rules).", "movement")
-_declare(OpKind.Slice, 1, ("starts", "stops", "steps"), _slice_shape, _pad_dtype, dt.ALL,
-         "movement", Grad.RULE, "Basic slicing with a start, stop and (non-zero) step per axis.",
-         "movement")
-_declare(OpKind.Pad, 1, ("pads", "value"), _pad_shape, _pad_dtype, dt.ALL, "movement",
-         Grad.RULE, "Constant padding: (low, high) per axis.", "movement")
-_declare(OpKind.Concat, None, ("axis",), _concat_shape, _concat_dtype, dt.ALL, "movement",
-         Grad.RULE, "Join along `axis`.", "movement")
-_declare(OpKind.Flip, 1, ("axes",), _flip_shape, _pad_dtype, dt.ALL, "movement", Grad.RULE,
-         "Reverse the order of elements along `axes`.", "movement")
+_declare(OpKind.Reshape, arity=1, attrs=("shape",), shape_rule=_reshape_shape,
+         dtype_rule=_pad_dtype, dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         doc="Same elements in C order, new shape.", family="movement")
+_declare(OpKind.Permute, arity=1, attrs=("perm",), shape_rule=_permute_shape, dtype_rule=_pad_dtype,
+         dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         doc="Reorder axes: out.shape[i] = x.shape[perm[i]].", family="movement")
+_declare(OpKind.Expand, arity=1, attrs=("shape",), shape_rule=_expand_shape, dtype_rule=_pad_dtype,
+         dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         doc="Broadcast to `shape` (NumPy rules).", family="movement")
+_declare(OpKind.Slice, arity=1, attrs=("starts", "stops", "steps"), shape_rule=_slice_shape,
+         dtype_rule=_pad_dtype, dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         doc="Basic slicing with a start, stop and (non-zero) step per axis.", family="movement")
+_declare(OpKind.Pad, arity=1, attrs=("pads", "value"), shape_rule=_pad_shape, dtype_rule=_pad_dtype,
+         dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         doc="Constant padding: (low, high) per axis.", family="movement")
+_declare(OpKind.Concat, arity=None, attrs=("axis",), shape_rule=_concat_shape,
+         dtype_rule=_concat_dtype, dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         doc="Join along `axis`.", family="movement")
+_declare(OpKind.Flip, arity=1, attrs=("axes",), shape_rule=_flip_shape, dtype_rule=_pad_dtype,
+         dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         doc="Reverse the order of elements along `axes`.", family="movement")
 
 # --------------------------------------------------------------------------- indexing
 
@@ -547,19 +574,20 @@ def _scatter_shape(s, a):
     return src[:ax] + (size,) + src[ax + 1:]
 
 
-_declare(OpKind.IndexSelect, 2, ("axis",), _index_select_shape, _index_dtype("IndexSelect"),
-         dt.ALL, "index", Grad.RULE,
-         "Gather whole slices along `axis`: out[.., j, ..] = x[.., idx[j], ..]. Negative indices "
-         "count from the end (once); out-of-range indices are clamped, as JAX's gathers do. The "
-         "surface (take, indexing, embedding) raises IndexError for a concrete out-of-range index "
-         "first; a traced one is clamped unless `vkml.debug.checks` puts a CheckIndex before it.",
-         "index")
-_declare(OpKind.ScatterAdd, 2, ("axis", "size"), _scatter_shape, _index_dtype("ScatterAdd"),
-         dt.NUMERIC, "index", Grad.RULE,
-         "Deterministic scatter-add: out[.., idx[j], ..] += src[.., j, ..] into zeros with "
-         "`size` positions along `axis` (adjoint of IndexSelect). Negative indices count from the "
-         "end (once); out-of-range updates are dropped, as JAX's scatters do (so an index that "
-         "IndexSelect clamped gets no gradient, as in JAX).", "index")
+_declare(OpKind.IndexSelect, arity=2, attrs=("axis",), shape_rule=_index_select_shape,
+         dtype_rule=_index_dtype("IndexSelect"), dtypes=dt.ALL, kernel="index", grad=Grad.RULE,
+         doc="Gather whole slices along `axis`: out[.., j, ..] = x[.., idx[j], ..]. Negative "
+             "indices count from the end (once); out-of-range indices are clamped, as JAX's "
+             "gathers do. The surface (take, indexing, embedding) raises IndexError for a concrete"
+             " out-of-range index first; a traced one is clamped unless `vkml.debug.checks` puts a"
+             " CheckIndex before it.",
+         family="index")
+_declare(OpKind.ScatterAdd, arity=2, attrs=("axis", "size"), shape_rule=_scatter_shape,
+         dtype_rule=_index_dtype("ScatterAdd"), dtypes=dt.NUMERIC, kernel="index", grad=Grad.RULE,
+         doc="Deterministic scatter-add: out[.., idx[j], ..] += src[.., j, ..] into zeros with "
+             "`size` positions along `axis` (adjoint of IndexSelect). Negative indices count from "
+             "the end (once); out-of-range updates are dropped, as JAX's scatters do (so an index "
+             "that IndexSelect clamped gets no gradient, as in JAX).", family="index")
 
 
 def _check_index_attrs(s, a):
@@ -571,13 +599,14 @@ def _check_index_attrs(s, a):
     return s[0]
 
 
-_declare(OpKind.CheckIndex, 1, ("size", "negative", "ignore", "what", "axis"), _check_index_attrs,
-         _unary_dtype("CheckIndex", (dt.int32,)), (dt.int32,), "index", Grad.INTEGER,
-         "Indices passed through unchanged, each checked on the device to lie in [0, size) "
-         "([-size, size) when `negative`; `ignore`, where not None, is allowed too); the host "
-         "raises IndexError naming `what` (the function), an out-of-range value and the "
-         "bound (`axis` for an index, None for a class label) after the program runs. Put "
-         "before a gather by the surface under `vkml.debug.checks`.", "index")
+_declare(OpKind.CheckIndex, arity=1, attrs=("size", "negative", "ignore", "what", "axis"),
+         shape_rule=_check_index_attrs, dtype_rule=_unary_dtype("CheckIndex", (dt.int32,)),
+         dtypes=(dt.int32,), kernel="index", grad=Grad.INTEGER,
+         doc="Indices passed through unchanged, each checked on the device to lie in [0, size) "
+             "([-size, size) when `negative`; `ignore`, where not None, is allowed too); the host "
+             "raises IndexError naming `what` (the function), an out-of-range value and the "
+             "bound (`axis` for an index, None for a class label) after the program runs. Put "
+             "before a gather by the surface under `vkml.debug.checks`.", family="index")
 
 
 def _matmul_shape(s, a):
@@ -590,9 +619,11 @@ def _matmul_shape(s, a):
     return batch + (x[-2], y[-1])
 
 
-_declare(OpKind.MatMul, 2, (), _matmul_shape, _binary_dtype("MatMul", dt.NUMERIC), dt.NUMERIC,
-         "matmul", Grad.RULE,
-         "Batched matrix product (..., m, k) @ (..., k, n); batch dims broadcast.", "contract")
+_declare(OpKind.MatMul, arity=2, attrs=(), shape_rule=_matmul_shape,
+         dtype_rule=_binary_dtype("MatMul", dt.NUMERIC), dtypes=dt.NUMERIC, kernel="matmul",
+         grad=Grad.RULE,
+         doc="Batched matrix product (..., m, k) @ (..., k, n); batch dims broadcast.",
+         family="contract")
 
 
 def _win(a):
@@ -657,21 +688,24 @@ def _float_same(op):
 
 
 _WIN = ("kernel", "stride", "padding", "dilation")
-_declare(OpKind.Im2Col, 1, _WIN, _im2col_shape, _float_same("Im2Col"), dt.FLOATS, "window",
-         Grad.RULE, "Unfold NCHW sliding windows to (N, C*kh*kw, OH*OW), PyTorch's unfold "
-                       "layout; zero padding.", "window")
-_declare(OpKind.Col2Im, 1, ("output_size",) + _WIN, _col2im_shape, _float_same("Col2Im"),
-         dt.FLOATS, "window", Grad.RULE,
-         "Fold (N, C*kh*kw, L) columns back to NCHW, summing where windows overlap (adjoint of "
-         "Im2Col); deterministic.", "window")
-_declare(OpKind.MaxPool2d, 1, _WIN, _pool_shape, _unary_dtype("MaxPool2d", dt.NUMERIC), dt.NUMERIC,
-         "window", Grad.RULE,
-         "Max over NCHW windows; padding counts as -inf (INT_MIN for int32, the dtype is "
-         "kept); nan propagates.", "window")
-_declare(OpKind.MaxPool2dBackward, 2, _WIN, _pool_bwd_shape, _float_same("MaxPool2dBackward"),
-         dt.FLOATS, "window", Grad.RULE,
-         "Route each window's gradient to the first maximum of that window in x (adjoint of "
-         "MaxPool2d); deterministic.", "window")
+_declare(OpKind.Im2Col, arity=1, attrs=_WIN, shape_rule=_im2col_shape,
+         dtype_rule=_float_same("Im2Col"), dtypes=dt.FLOATS, kernel="window", grad=Grad.RULE,
+         doc="Unfold NCHW sliding windows to (N, C*kh*kw, OH*OW), PyTorch's unfold "
+             "layout; zero padding.", family="window")
+_declare(OpKind.Col2Im, arity=1, attrs=("output_size",) + _WIN, shape_rule=_col2im_shape,
+         dtype_rule=_float_same("Col2Im"), dtypes=dt.FLOATS, kernel="window", grad=Grad.RULE,
+         doc="Fold (N, C*kh*kw, L) columns back to NCHW, summing where windows overlap (adjoint of "
+             "Im2Col); deterministic.", family="window")
+_declare(OpKind.MaxPool2d, arity=1, attrs=_WIN, shape_rule=_pool_shape,
+         dtype_rule=_unary_dtype("MaxPool2d", dt.NUMERIC), dtypes=dt.NUMERIC, kernel="window",
+         grad=Grad.RULE,
+         doc="Max over NCHW windows; padding counts as -inf (INT_MIN for int32, the dtype is "
+             "kept); nan propagates.", family="window")
+_declare(OpKind.MaxPool2dBackward, arity=2, attrs=_WIN, shape_rule=_pool_bwd_shape,
+         dtype_rule=_float_same("MaxPool2dBackward"), dtypes=dt.FLOATS, kernel="window",
+         grad=Grad.RULE,
+         doc="Route each window's gradient to the first maximum of that window in x (adjoint of "
+             "MaxPool2d); deterministic.", family="window")
 
 
 def _slice_bwd_shape(s, a):
@@ -683,10 +717,11 @@ def _slice_bwd_shape(s, a):
     return shape
 
 
-_declare(OpKind.SliceBackward, 1, ("shape", "starts", "stops", "steps"), _slice_bwd_shape,
-         _pad_dtype, dt.ALL, "movement", Grad.RULE,
-         "Place the input at the sliced positions of zeros of `shape` (adjoint of Slice).",
-         "movement")
+_declare(OpKind.SliceBackward, arity=1, attrs=("shape", "starts", "stops", "steps"),
+         shape_rule=_slice_bwd_shape, dtype_rule=_pad_dtype, dtypes=dt.ALL, kernel="movement",
+         grad=Grad.RULE,
+         doc="Place the input at the sliced positions of zeros of `shape` (adjoint of Slice).",
+         family="movement")
 
 # The shape rule of each operator in words (for the generated docs); the functions above
 # are the executable form.

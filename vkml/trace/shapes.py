@@ -94,6 +94,11 @@ def normalize_axes(op: str, axis, ndim: int, scalar_0d: bool = False) -> tuple[i
 
 
 def size_of(shape: Sequence[int]) -> int:
+    """The number of elements of an array of this shape (1 for a 0-d one).
+
+    >>> size_of((2, 3, 4)), size_of(())
+    (24, 1)
+    """
     n = 1
     for d in shape:
         n *= d

@@ -14,9 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Sequence
 
-import numpy as np
 
-from .graph import Graph, Node
+from .graph import Graph, Node, input_node
 from .ops import OpKind
 
 _state = threading.local()
@@ -75,8 +74,7 @@ class Trace:
         self.active = False
 
     def new_input(self, shape: Sequence[int], dtype) -> Node:
-        n = Node(OpKind.Input, (), {"shape": tuple(shape), "dtype": np.dtype(dtype),
-                                    "index": len(self.inputs)})
+        n = input_node(shape, dtype, len(self.inputs))
         self.inputs.append(n)
         return n
 

@@ -56,13 +56,20 @@ class E:
 
 
 def op(kind: K, *args, tag=None, **attrs) -> E:
+    """A new node kind(*args, **attrs) carrying `tag` (the helpers below take it too: a
+    transform keeps the tag of the node it rewrites on everything it makes for it).
+
+    >>> from vkml.trace.graph import input_node
+    >>> op(K.Exp, input_node((2,), "float32", 0), tag="t").n.tag
+    't'
+    """
     return E(Node(kind, [a.n if isinstance(a, E) else a for a in args], attrs, tag=tag))
 
 
-def full(shape, value, dtype) -> E:
+def full(shape, value, dtype, tag=None) -> E:
     d = np.dtype(dtype)
     v = bool(value) if d == dt.bool_ else (int(value) if d == dt.int32 else float(value))
-    return op(K.Full, shape=tuple(shape), dtype=d, value=v)
+    return op(K.Full, shape=tuple(shape), dtype=d, value=v, tag=tag)
 
 
 def zeros_like(x: E) -> E:
@@ -88,19 +95,19 @@ exp, log, sqrt, sin, cos, tanh = (unary(k) for k in (K.Exp, K.Log, K.Sqrt, K.Sin
 sigmoid, erfc, reciprocal = unary(K.Sigmoid), unary(K.Erfc), unary(K.Reciprocal)
 
 
-def reshape(x: E, shape) -> E:
+def reshape(x: E, shape, tag=None) -> E:
     shape = tuple(shape)
-    return x if x.shape == shape else op(K.Reshape, x, shape=shape)
+    return x if x.shape == shape else op(K.Reshape, x, shape=shape, tag=tag)
 
 
-def permute(x: E, perm) -> E:
+def permute(x: E, perm, tag=None) -> E:
     perm = tuple(perm)
-    return x if perm == tuple(range(x.ndim)) else op(K.Permute, x, perm=perm)
+    return x if perm == tuple(range(x.ndim)) else op(K.Permute, x, perm=perm, tag=tag)
 
 
-def expand(x: E, shape) -> E:
+def expand(x: E, shape, tag=None) -> E:
     shape = tuple(shape)
-    return x if x.shape == shape else op(K.Expand, x, shape=shape)
+    return x if x.shape == shape else op(K.Expand, x, shape=shape, tag=tag)
 
 
 def rsum(x: E, axes, keepdims: bool) -> E:

@@ -10,6 +10,7 @@ through them too. Which OpKinds must have a rule is declared in the registry
 from __future__ import annotations
 
 from ..trace.ops import OpKind as K
+from ..trace.shapes import size_of
 from .expr import (E, INV_SQRT_2PI, SQRT_2_OVER_PI, TWO_OVER_SQRT_PI, cast, cos, erfc, exp, expand,
                    log, op, permute, reshape, rsum, sigmoid, sin, tanh, to_reduced,
                    unbroadcast, where)
@@ -58,9 +59,7 @@ def _prod(n, g, x):
 
 
 def _mean(n, g, x):
-    count = 1
-    for a in n.attrs["axes"]:
-        count *= x.shape[a]
+    count = size_of([x.shape[a] for a in n.attrs["axes"]])
     return (to_reduced(g, x.shape, n.attrs["axes"], n.attrs["keepdims"]) * (1.0 / max(count, 1)),)
 
 

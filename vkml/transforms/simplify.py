@@ -4,18 +4,19 @@ Dead nodes vanish because a Graph holds only what its outputs reach. Merging use
 node's structural key, which includes its tag, so a checkpoint's recomputation is never
 merged back into the forward value it recomputes. StopGradient is removed only for
 execution (`for_execution=True`): a graph that may still be differentiated keeps it.
+
+Folding that needs a device (an Arange a compiled program reads, computed once into a
+Const) is the caller's: `simplify` only says which nodes are worth it (`constant`).
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
 from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind as K
-
-
-def _full_value(n: Node):
-    return n.attrs["value"] if n.op is K.Full else None
 
 
 def _is_full(n: Node, v=None) -> bool:
@@ -65,24 +66,19 @@ def _fold(op: K, ins: list[Node], attrs: dict, shape, dtype, for_execution: bool
     return None
 
 
-def _constant(n: Node) -> Node | None:
-    """An Arange a compiled graph reads, computed once now (its own kernel would run at
-    every call of the program): a Const. None inside a trace (nothing may run there)."""
-    from ..array import bind
-    from ..trace import tracer
-    if tracer.current() is not None:
-        return None
-    value = bind(n.op, [], **n.attrs)     # a graph of the Arange alone: it is the output
-    attrs = {"shape": tuple(n.shape), "dtype": n.dtype, "value": value}
-    if np.dtype(n.dtype).kind == "i":
-        # an integer progression: a kernel that reads it may compute it from the index
-        # instead (`elementwise.arange_leaf`); the values wrap alike either way
-        attrs["arange"] = (int(n.attrs["start"]), int(n.attrs["step"]))
-    return Node(K.Const, (), attrs)
+def simplify(graph: Graph, for_execution: bool = False,
+             constant: Callable[[Node], Node | None] | None = None) -> Graph:
+    """An equivalent, usually smaller graph (same inputs, same outputs in order).
 
+    `constant`, for a graph about to run (`for_execution`), computes an Arange the graph
+    reads into a Const node (its own kernel would run at every call of a compiled
+    program), or returns None to keep it.
 
-def simplify(graph: Graph, for_execution: bool = False) -> Graph:
-    """An equivalent, usually smaller graph (same inputs, same outputs in order)."""
+    >>> import vkml, vkml.numpy as vnp
+    >>> g = vkml.make_graph(lambda x: -(-x) * 1.0 + 0.0, vnp.ones(3))
+    >>> [n.op.value for n in simplify(g).nodes]
+    ['Input']
+    """
     new: dict[int, Node] = {}
     memo: dict[tuple, Node] = {}
     outs = {o.id for o in graph.outputs}
@@ -92,8 +88,8 @@ def simplify(graph: Graph, for_execution: bool = False) -> Graph:
             continue
         ins = [new[i.id] for i in n.inputs]
         m = _fold(n.op, ins, n.attrs, n.shape, n.dtype, for_execution)
-        if m is None and for_execution and n.op is K.Arange and n.id not in outs:
-            m = _constant(n)
+        if m is None and n.op is K.Arange and for_execution and constant and n.id not in outs:
+            m = constant(n)
         if m is None:
             m = n if all(a is b for a, b in zip(ins, n.inputs)) else Node(
                 n.op, ins, n.attrs, tag=n.tag, shape=n.shape, dtype=n.dtype)

@@ -3,7 +3,7 @@
 Every value of the batched graph either carries the batch as a new leading axis or does
 not depend on a mapped input at all; the latter nodes are reused unchanged (so work that
 does not depend on the batch is done once). Each node with a batched operand is rewritten
-by its rule in `batching.BATCH_RULES`, which uses the same operators with one extra
+by its rule in `batching_rules.BATCH_RULES`, which uses the same operators with one extra
 leading axis: there is never a loop over the batch, and the batched graph's size does
 not depend on the batch size.
 
@@ -15,19 +15,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from ..trace.graph import Graph, Node, toposort
+from ..trace.graph import Graph, Node, input_node, toposort
 from ..trace.ops import OpKind as K
-from .batching import BATCH_RULES, BatchCtx
+from .batching_rules import BATCH_RULES, BatchCtx
 from .custom import CustomRecord, CustomTag, Regions
 from .expr import E
 
 
 class BatchingError(ValueError):
     """A vmap request that cannot be honoured (e.g. an unmapped output of a mapped value)."""
-
-
-def _input(shape, dtype, index: int) -> Node:
-    return Node(K.Input, (), {"shape": tuple(shape), "dtype": dtype, "index": index})
 
 
 class _Tags:
@@ -86,7 +82,7 @@ def _batched_record(old: CustomRecord, parts, arg_batched: dict[int, bool], size
     avals = [None if r is None else (r.shape, r.dtype) for r in old_res] + out_avals
 
     def bwd(res_nodes, g_nodes):
-        ph = [None if av is None else _input(av[0], av[1], i) for i, av in enumerate(avals)]
+        ph = [None if av is None else input_node(av[0], av[1], i) for i, av in enumerate(avals)]
         cts = old.bwd(ph[:len(old_res)], ph[len(old_res):])
         present = [c for c in cts if c is not None]
         env = {p.id: (a, len(a.shape) == len(p.shape) + 1)
@@ -123,10 +119,9 @@ def batch_nodes(outputs: Sequence[Node], env: dict[int, tuple[Node, bool]],
     whether that value carries a leading batch axis of `size`). Returns (node, batched)
     per output; a batched node has shape (size,) + the original shape.
 
-    >>> import numpy as np
-    >>> x = _input((3,), np.dtype("float32"), 0)
+    >>> x = input_node((3,), "float32", 0)
     >>> y = Node(K.Exp, [x], {})
-    >>> xb = _input((5, 3), np.dtype("float32"), 0)
+    >>> xb = input_node((5, 3), "float32", 0)
     >>> [(n.shape, b) for n, b in batch_nodes([y], {x.id: (xb, True)}, 5)]
     [((5, 3), True)]
     """
@@ -189,10 +184,10 @@ def vmap_graph(graph: Graph, in_axes: Sequence[int | None], size: int,
     new_inputs, env = [], {}
     for i, (inp, ax) in enumerate(zip(graph.inputs, in_axes)):
         if ax is None:
-            new = _input(inp.shape, inp.dtype, i)
+            new = input_node(inp.shape, inp.dtype, i)
             env[inp.id] = (new, False)
         else:
-            new = _input(inp.shape[:ax] + (size,) + inp.shape[ax:], inp.dtype, i)
+            new = input_node(inp.shape[:ax] + (size,) + inp.shape[ax:], inp.dtype, i)
             env[inp.id] = (move_axis(new, ax, 0), True)
         new_inputs.append(new)
     outs = []

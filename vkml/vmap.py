@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from . import numpy as vnp
 from .array import Array
-from .jit import call_graph
+from .graphs import call_graph
 from .trace import tracer
 from .trace.shapes import ShapeError
 from .transforms.simplify import simplify
@@ -116,7 +116,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None
     axis_size: the batch size, needed when no argument is mapped.
 
     >>> import vkml, vkml.numpy as vnp
-    >>> from vkml.batching import vmap
+    >>> from vkml.vmap import vmap
     >>> vmap(lambda x, y: x @ y, in_axes=(0, None))(vnp.ones((4, 3)), vnp.ones(3)).shape
     (4,)
     >>> per_example = vmap(vkml.grad(lambda w, x: (w * x).sum() ** 2), (None, 0))

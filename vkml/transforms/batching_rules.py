@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ..trace import dtypes as dt
 from ..trace.graph import Node
 from ..trace.ops import SPECS, OpKind as K
 from ..trace.shapes import size_of
+from . import expr
 from .expr import E
 
 
@@ -32,23 +31,21 @@ class BatchCtx:
         self.size = size
         self.tag = tag
 
+    # the `expr` helpers, with this context's tag
     def op(self, kind: K, *args, **attrs) -> E:
-        return E(Node(kind, [a.n if isinstance(a, E) else a for a in args], attrs, tag=self.tag))
+        return expr.op(kind, *args, tag=self.tag, **attrs)
 
     def reshape(self, x: E, shape) -> E:
-        shape = tuple(shape)
-        return x if x.shape == shape else self.op(K.Reshape, x, shape=shape)
+        return expr.reshape(x, shape, tag=self.tag)
 
     def permute(self, x: E, perm) -> E:
-        perm = tuple(perm)
-        return x if perm == tuple(range(x.ndim)) else self.op(K.Permute, x, perm=perm)
+        return expr.permute(x, perm, tag=self.tag)
 
     def expand(self, x: E, shape) -> E:
-        shape = tuple(shape)
-        return x if x.shape == shape else self.op(K.Expand, x, shape=shape)
+        return expr.expand(x, shape, tag=self.tag)
 
     def full(self, shape, value, dtype) -> E:
-        return self.op(K.Full, shape=tuple(shape), dtype=np.dtype(dtype), value=value)
+        return expr.full(shape, value, dtype, tag=self.tag)
 
     def materialize(self, x: E, batched: bool) -> E:
         """x with a batch axis: an unbatched operand is broadcast along a new axis 0."""
