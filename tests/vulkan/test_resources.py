@@ -50,10 +50,10 @@ def test_training_memory_is_flat():
         p, s, l = step(p, s, x, y)
         if i == 99:               # warmed up: compiled, recorded, allocator blocks made
             gc.collect()
-            first = _rss(), memory.memory_stats()
+            first = _rss(), runtime.memory_stats()
             l0 = float(l)
     gc.collect()
-    rss, stats = _rss(), memory.memory_stats()
+    rss, stats = _rss(), runtime.memory_stats()
     rss0, stats0 = first
     assert float(l) < l0                          # it trains
     assert rss <= rss0 * 1.05, f"RSS {rss0 >> 20} -> {rss >> 20} MiB over 2000 steps"
@@ -67,7 +67,7 @@ def test_eager_calls_on_new_shapes_keep_caches_bounded():
     rt = runtime.get()
     gc.collect()
     kernels0, spirv0 = len(rt.kernels), len(_compile._memo)
-    live0 = memory.memory_stats()["live_bytes"]
+    live0 = runtime.memory_stats()["live_bytes"]
     for n in range(1, 2001):
         y = vnp.exp(vnp.ones(n))
         if n in (1, 7, 2000):
@@ -82,7 +82,7 @@ def test_eager_calls_on_new_shapes_keep_caches_bounded():
     assert len(_compile._memo) - spirv0 <= 40
     assert len(_array._eager_cache) <= _array.EAGER_CACHE
     gc.collect()
-    stats = memory.memory_stats()
+    stats = runtime.memory_stats()
     # 256 cached programs, each holding a few small slots and recordings: well under 64 MiB
     assert stats["live_bytes"] - live0 < 64 << 20, stats
 
@@ -92,7 +92,7 @@ def test_jit_keeps_a_bounded_number_of_signatures(monkeypatch):
     monkeypatch.setattr(importlib.import_module("vkml.jit"), "SIGNATURES_KEPT", 8)
     f = vkml.jit(lambda x: vnp.exp(x) * 2.0 + 1.0)
     gc.collect()
-    live0 = memory.memory_stats()["live_bytes"]
+    live0 = runtime.memory_stats()["live_bytes"]
     for n in range(1, 41):
         np.testing.assert_allclose(np.asarray(f(vnp.ones(n))), np.full(n, 2 * np.e + 1), rtol=1e-6)
     assert len(f.cache) == 8 and len(f._plain) <= 8
@@ -102,7 +102,7 @@ def test_jit_keeps_a_bounded_number_of_signatures(monkeypatch):
     f(vnp.ones(1))                  # dropped long ago: traced again, same answer
     assert f.trace_count == 41
     gc.collect()
-    assert memory.memory_stats()["live_bytes"] - live0 < 8 * (64 << 10)
+    assert runtime.memory_stats()["live_bytes"] - live0 < 8 * (64 << 10)
 
 
 # --------------------------------------------------------------------------- out of memory
@@ -111,8 +111,8 @@ def test_out_of_memory_is_a_clear_recoverable_error():
     gc.collect()
     alloc = runtime.get().allocator
     alloc.trim()
-    held = memory.memory_stats()["block_bytes"]
-    memory.set_memory_limit(held + (200 << 20))
+    held = runtime.memory_stats()["block_bytes"]
+    runtime.set_memory_limit(held + (200 << 20))
     xs = []
     try:
         with pytest.raises(vkml.OutOfMemoryError) as e:
@@ -132,7 +132,7 @@ def test_out_of_memory_is_a_clear_recoverable_error():
         assert float(vnp.sum(big[-1])) == 2.0 * (8 << 20)
         del big
     finally:
-        memory.set_memory_limit(None)
+        runtime.set_memory_limit(None)
     assert float(vnp.sum(vnp.ones(1000))) == 1000.0
 
 
@@ -174,7 +174,7 @@ def test_memory_limit_from_the_environment():
     with pytest.raises(ValueError, match="VKML_DEVICE_MEMORY_LIMIT"):
         memory.parse_limit("lots")
     with pytest.raises(ValueError, match="set_memory_limit"):
-        memory.set_memory_limit(-1)
+        runtime.set_memory_limit(-1)
 
 
 # --------------------------------------------------------------------------- threads

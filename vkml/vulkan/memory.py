@@ -370,29 +370,3 @@ class Allocator:
                 pool.remove(b)
                 b.destroy()
                 self.block_bytes -= b.size
-
-
-def _allocator() -> Allocator:
-    from . import runtime       # runtime imports this module
-    return runtime.get().allocator
-
-
-def set_memory_limit(nbytes: int | None) -> None:
-    """Let vkml hold at most nbytes of device memory (None: as much as the driver gives).
-
-    An allocation past it raises `OutOfMemoryError` exactly as the driver running out
-    would; $VKML_DEVICE_MEMORY_LIMIT ("512M", "2G") sets it at start-up.
-
-    >>> set_memory_limit(None)
-    """
-    _allocator().set_limit(nbytes)
-
-
-def memory_stats() -> dict:
-    """The allocator's counters (`Allocator.stats`): live_bytes, peak_bytes, block_bytes,
-    blocks, limit.
-
-    >>> sorted(memory_stats())
-    ['block_bytes', 'blocks', 'limit', 'live_bytes', 'peak_bytes']
-    """
-    return _allocator().stats()

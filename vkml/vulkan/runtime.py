@@ -144,3 +144,24 @@ def get() -> Runtime:
             if _rt is None:
                 _rt = Runtime()
     return _rt
+
+
+def set_memory_limit(nbytes: int | None) -> None:
+    """Let vkml hold at most nbytes of device memory (None: as much as the driver gives).
+
+    An allocation past it raises `OutOfMemoryError` exactly as the driver running out
+    would; $VKML_DEVICE_MEMORY_LIMIT ("512M", "2G") sets it at start-up.
+
+    >>> set_memory_limit(None)
+    """
+    get().allocator.set_limit(nbytes)
+
+
+def memory_stats() -> dict:
+    """The allocator's counters (`Allocator.stats`): live_bytes, peak_bytes, block_bytes,
+    blocks, limit.
+
+    >>> sorted(memory_stats())
+    ['block_bytes', 'blocks', 'limit', 'live_bytes', 'peak_bytes']
+    """
+    return get().allocator.stats()
