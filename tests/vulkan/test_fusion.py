@@ -9,6 +9,8 @@ per-operator tests hold against NumPy.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -19,8 +21,9 @@ from vkml.trace import dtypes as dt
 from vkml.trace.graph import Graph, Node
 from vkml.trace.ops import SPECS, OpKind
 from vkml.vulkan import fusion
+from vkml.vulkan.device import get as device, using
 from vkml.vulkan.executor import plan
-from vkml.vulkan.lower import elementwise as ew
+from vkml.vulkan.lower import expressions
 from vkml.vulkan.lower import reduce as reduce_mod
 
 RNG = np.random.default_rng(5)
@@ -29,9 +32,16 @@ REDUCE_OPS = [k for k, s in SPECS.items() if s.kernel == "reduce"]
 
 
 @pytest.fixture(autouse=True)
-def fused(monkeypatch):
+def fused():
     """These tests compare against fusion off, so fusion is on whatever VKML_FUSION says."""
-    monkeypatch.setattr(fusion, "ENABLED", True)
+    with using(fuse=True):
+        yield
+
+
+# the profile fields of a CPU device (lavapipe) and of a GPU for what fusion recomputes
+SMALL_REGION, SMALL_REDUCE = 4096, 16
+CPU_FUSION = dict(recompute_small=SMALL_REGION, inline_sum=SMALL_REDUCE)
+GPU_FUSION = dict(recompute_small=0, inline_sum=0)
 
 
 def _data(shape, dtype, positive=False):
@@ -303,29 +313,30 @@ def test_multi_consumer_values_are_materialised_once():
     _agree(got, want)
 
 
-def test_broadcast_results_are_materialised_not_recomputed(monkeypatch):
-    monkeypatch.setattr(fusion, "RECOMPUTE", "gpu")
-    x, y = _data((32, 1), np.float32), _data((1, 64), np.float32)
-    g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(y))
-    groups = fusion.schedule(g)
-    assert [grp.region.n_ops for grp in groups] == [1, 1]      # exp once per element of x
-    got, want, _, _ = _both(lambda x, y: vnp.exp(x) * y + vnp.sqrt(vnp.abs(y)), x, y)
-    _agree(got, want)
-
-
-def test_small_cpu_regions_recompute_what_they_broadcast(monkeypatch):
-    """On a CPU device a region of at most SMALL_REGION elements repeats a broadcast
-    operand's work instead of paying a dispatch for it; a larger one still reads it."""
-    monkeypatch.setattr(fusion, "RECOMPUTE", "cpu")
-    x, y = _data((32, 1), np.float32), _data((1, 64), np.float32)
-    g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(y))
-    assert [grp.region.n_ops for grp in fusion.schedule(g)] == [2]
-    big = _data((1, 4 * fusion.SMALL_REGION // 32), np.float32)
-    g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(big))
-    assert [grp.region.n_ops for grp in fusion.schedule(g)] == [1, 1]
-    for yy in (y, big):
-        got, want, _, _ = _both(lambda x, y: vnp.exp(x) * y + vnp.sqrt(vnp.abs(y)), x, yy)
+def test_broadcast_results_are_materialised_not_recomputed():
+    with using(**GPU_FUSION):
+        x, y = _data((32, 1), np.float32), _data((1, 64), np.float32)
+        g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(y))
+        groups = fusion.schedule(g)
+        assert [grp.region.n_ops for grp in groups] == [1, 1]      # exp once per element of x
+        got, want, _, _ = _both(lambda x, y: vnp.exp(x) * y + vnp.sqrt(vnp.abs(y)), x, y)
         _agree(got, want)
+
+
+def test_small_cpu_regions_recompute_what_they_broadcast():
+    """On a CPU device a region of at most `profile.recompute_small` elements repeats a
+    broadcast operand's work instead of paying a dispatch for it; a larger one still
+    reads it."""
+    with using(**CPU_FUSION):
+        x, y = _data((32, 1), np.float32), _data((1, 64), np.float32)
+        g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(y))
+        assert [grp.region.n_ops for grp in fusion.schedule(g)] == [2]
+        big = _data((1, 4 * SMALL_REGION // 32), np.float32)
+        g = vkml.make_graph(lambda x, y: vnp.exp(x) * y, vnp.asarray(x), vnp.asarray(big))
+        assert [grp.region.n_ops for grp in fusion.schedule(g)] == [1, 1]
+        for yy in (y, big):
+            got, want, _, _ = _both(lambda x, y: vnp.exp(x) * y + vnp.sqrt(vnp.abs(y)), x, yy)
+            _agree(got, want)
 
 
 def test_movement_inside_regions():
@@ -355,7 +366,7 @@ def test_reshape_without_a_strided_layout_materialises_its_input():
 
 
 def test_region_input_limit_splits_regions():
-    n = fusion.max_leaves() + 5
+    n = device().profile.max_leaves + 5
     xs = [_data((16,), np.float32) for _ in range(n)]
 
     def f(*xs):
@@ -365,7 +376,7 @@ def test_region_input_limit_splits_regions():
         return acc
     g = vkml.make_graph(f, *[vnp.asarray(v) for v in xs])
     groups = fusion.schedule(g)
-    assert len(groups) > 1 and all(len(grp.region.leaves) <= fusion.max_leaves() for grp in groups)
+    assert len(groups) > 1 and all(len(grp.region.leaves) <= device().profile.max_leaves for grp in groups)
     got, want, _, _ = _both(f, *xs)
     _agree(got, want)
 
@@ -407,10 +418,14 @@ def test_plan_sees_the_fused_schedule():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.bool_])
-def test_vector_and_scalar_paths_agree(dtype, monkeypatch):
+def test_vector_and_scalar_paths_agree(dtype):
     """Wide loads (aligned, contiguous), broadcast scalars and gathers (odd strides and
     offsets) against the one-element-per-thread kernel."""
-    monkeypatch.setattr(ew, "VECTOR_MIN", 0)         # the vector path even for small arrays
+    with using(vector_min=0):         # the vector path even for small arrays
+        _vector_and_scalar_paths_agree(dtype)
+
+
+def _vector_and_scalar_paths_agree(dtype):
     x = _data((8, 64), dtype)
     y = _data((64,), dtype)
     z = _data((8, 1), dtype)
@@ -421,12 +436,8 @@ def test_vector_and_scalar_paths_agree(dtype, monkeypatch):
         return (x * y + z, x[:, 1:61] - z, x * x.T.T[::-1, ::-1], x[:, ::2] + y[::2])
     a = [vnp.asarray(v) for v in (x, y, z)]
     want = vkml.jit(f)(*a)
-    old = ew.VECTORIZE
-    ew.VECTORIZE = False
-    try:
+    with using(vectorize=False):
         scalar = vkml.jit(f)(*a)
-    finally:
-        ew.VECTORIZE = old
     _agree(want, scalar)
     with fusion.disabled():
         _agree(want, vkml.jit(f)(*a))
@@ -435,10 +446,32 @@ def test_vector_and_scalar_paths_agree(dtype, monkeypatch):
 def test_eager_ops_and_switch():
     x = vnp.asarray(_data((5, 7), np.float32))
     np.testing.assert_allclose(np.asarray(vnp.exp(x.T)), np.exp(np.asarray(x).T), rtol=1e-6)
-    assert fusion.ENABLED
+    assert device().profile.fuse
     with fusion.disabled():
-        assert not fusion.ENABLED
-    assert fusion.ENABLED
+        assert not device().profile.fuse
+        unfused = vkml.jit(lambda v: vnp.exp(v) * 2.0).lower(x).kernel_count
+    assert device().profile.fuse
+    assert vkml.jit(lambda v: vnp.exp(v) * 2.0).lower(x).kernel_count == 1 < unfused
+
+
+def test_expression_table_declares_the_library_calls_it_makes():
+    """Each operator's template names the math-library functions it calls (its code
+    weight and whether a kernel needs the library come from them), and they exist."""
+    import re
+    lib = expressions.math_lib("double")
+    table = [*expressions.FLOAT_EXPR.values(), *expressions.INT_EXPR.values(),
+             *expressions.GELU.values(), expressions.WHERE]
+    for e in table:
+        assert sorted(re.findall(r"\b(vk_\w+)\(", e.text)) == sorted(e.calls), e
+        assert all(re.search(rf"\b{f}\(", lib) for f in e.calls), e
+        assert e.weight == 1 + sum(expressions.LIB_WEIGHT[f] for f in e.calls)
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert expressions.op_weight(OpKind.Sin, f32, f32) == 41
+    assert expressions.op_weight(OpKind.Sin, f64, f64) == 82      # float64 math counts twice
+    assert expressions.op_weight(OpKind.Add, f64, f64) == 1
+    assert expressions.op_weight(OpKind.Gelu, f32, f32, True) == 21
+    assert expressions.expression(OpKind.Where, np.dtype(np.int32), f32, {}, "c0", "x", "y") == \
+        "((c0 != 0) ? x : y)"
 
 
 @pytest.mark.parametrize("shape,dtype", [
@@ -463,11 +496,15 @@ def test_large_kernels_with_several_rounds_per_thread(shape, dtype):
 
 @pytest.mark.parametrize("axes,keepdims", [((1,), False), ((1,), True), ((1, 2), False), ((0,), True)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_small_sums_are_added_inside_regions_on_cpu(axes, keepdims, dtype, monkeypatch):
-    """On a CPU device a float Sum over at most SMALL_REDUCE elements per output is added
-    up inside the region that reads it (no kernel of its own): one kernel, and the values
-    of the unfused program."""
-    monkeypatch.setattr(fusion, "RECOMPUTE", "cpu")
+def test_small_sums_are_added_inside_regions_on_cpu(axes, keepdims, dtype):
+    """On a CPU device a float Sum over at most `profile.inline_sum` elements per output
+    is added up inside the region that reads it (no kernel of its own): one kernel, and
+    the values of the unfused program."""
+    with using(**CPU_FUSION):
+        _small_sums(axes, keepdims, dtype)
+
+
+def _small_sums(axes, keepdims, dtype):
     x = _data((6, 3, 4), dtype)
 
     def f(v):
@@ -480,23 +517,33 @@ def test_small_sums_are_added_inside_regions_on_cpu(axes, keepdims, dtype, monke
         axis=axes, keepdims=keepdims)) + 1.0, rtol=1e-5 if dtype == np.float32 else 1e-12)
 
 
-def test_sums_stay_kernels_when_large_integer_or_on_gpus(monkeypatch):
+def test_sums_stay_kernels_when_large_integer_or_on_gpus():
     x = _data((8, 17), np.float32)
-    monkeypatch.setattr(fusion, "RECOMPUTE", "cpu")
-    for f, arg in [(lambda v: vnp.sum(v, axis=1) + 1.0, x),                       # 17 > 16
-                   (lambda v: vnp.sum(v, axis=0) + 1, x.astype(np.int32))]:        # integer
-        g = vkml.make_graph(f, vnp.asarray(arg))
+    with using(**CPU_FUSION):
+        for f, arg in [(lambda v: vnp.sum(v, axis=1) + 1.0, x),                       # 17 > 16
+                       (lambda v: vnp.sum(v, axis=0) + 1, x.astype(np.int32))]:        # integer
+            g = vkml.make_graph(f, vnp.asarray(arg))
+            assert any(grp.node is not None and grp.node.op is OpKind.Sum for grp in fusion.schedule(g))
+    with using(**GPU_FUSION):
+        g = vkml.make_graph(lambda v: vnp.sum(v, axis=0) + 1.0, vnp.asarray(x))
         assert any(grp.node is not None and grp.node.op is OpKind.Sum for grp in fusion.schedule(g))
-    monkeypatch.setattr(fusion, "RECOMPUTE", "gpu")
-    g = vkml.make_graph(lambda v: vnp.sum(v, axis=0) + 1.0, vnp.asarray(x))
-    assert any(grp.node is not None and grp.node.op is OpKind.Sum for grp in fusion.schedule(g))
+    # the schedule follows the profile it is given, whatever the device's
+    g = vkml.make_graph(lambda v: vnp.sum(v, axis=0) + 1.0, vnp.asarray(x[:4]))
+    cpu = dataclasses.replace(device().profile, **CPU_FUSION)
+    gpu = dataclasses.replace(device().profile, **GPU_FUSION)
+    assert not any(grp.node is not None for grp in fusion.schedule(g, profile=cpu))
+    assert any(grp.node is not None and grp.node.op is OpKind.Sum for grp in fusion.schedule(g, profile=gpu))
 
 
-def test_cross_entropy_gradient_fuses_on_cpu(monkeypatch):
+def test_cross_entropy_gradient_fuses_on_cpu():
     """log_softmax + cross-entropy and its gradient over 10 classes: the row sums go into
     the regions, so the backward pass from the logits is one elementwise kernel."""
+    with using(**CPU_FUSION):
+        _cross_entropy_gradient()
+
+
+def _cross_entropy_gradient():
     from vkml.nn import functional as F
-    monkeypatch.setattr(fusion, "RECOMPUTE", "cpu")
     z = _data((64, 10), np.float32)
     y = np.random.default_rng(3).integers(0, 10, 64).astype(np.int32)
     f = vkml.grad(lambda z, y: F.cross_entropy(z, y))
@@ -576,8 +623,8 @@ def test_integer_pow_chains_fuse_with_their_neighbours():
         np.testing.assert_allclose(np.asarray(got[0]), (x ** 7 + x ** -2.0 - x ** 2.5 * 0.5) * x,
                                    rtol=1e-13, equal_nan=True)
         np.testing.assert_array_equal(np.asarray(got[2]), (k ** 13) & 0xFF)
-    assert ew.op_weight(OpKind.IntegerPow, np.dtype(np.float32), np.dtype(np.float32), None, 2 ** 20) > 20
-    assert ew.op_weight(OpKind.IntegerPow, np.dtype(np.float32), np.dtype(np.float32), None, 1) == 1
+    assert expressions.op_weight(OpKind.IntegerPow, np.dtype(np.float32), np.dtype(np.float32), None, 2 ** 20) > 20
+    assert expressions.op_weight(OpKind.IntegerPow, np.dtype(np.float32), np.dtype(np.float32), None, 1) == 1
 
 
 # Fusion patterns, each run in float32 and float64, under the default budgets and under
@@ -606,7 +653,7 @@ def test_fusion_patterns_in_every_float_dtype_and_budget(name, dtype, budget, mo
         monkeypatch.setattr(fusion, "REGION_BUDGET", 6)
         monkeypatch.setattr(fusion, "PROLOGUE_BUDGET", 3)
     f = _PATTERNS[name]
-    shape = (3, 4)    # a Sum of all 12 elements is inlined on CPU devices (SMALL_REDUCE)
+    shape = (3, 4)    # a Sum of all 12 elements is inlined on CPU devices (profile.inline_sum)
     a, b = _data(shape, dtype), _data(shape, dtype, positive=True)
     got, want, _, _ = _both(f, a, b)
     ref = np.asarray(f(vnp.asarray(a.astype(np.float64)), vnp.asarray(b.astype(np.float64))))
@@ -653,3 +700,28 @@ def test_grad_of_unrolled_lstm_in_float64():
     v, eps = rng.standard_normal(W0.shape), 1e-6
     fd = (float(loss(vnp.asarray(W0 + eps * v))) - float(loss(vnp.asarray(W0 - eps * v)))) / (2 * eps)
     np.testing.assert_allclose(np.vdot(g, v), fd, rtol=1e-7, atol=1e-9)
+
+
+def test_region_and_strided_programs_merge_and_keep_their_bits():
+    """Independent regions (vector path or not, meta hoisted or not) and, unfused, the
+    strided copies and single-operator kernels: where the profile merges dispatches they
+    run as one kernel with the bits of separate ones."""
+    a, b = _data((40, 32), np.float32), _data((32,), np.float32)
+    k, d = _data((40, 32), np.int32), _data((40, 32), np.float64)
+
+    def f(a, b, k, d):
+        return (vnp.tanh(a) * b + 1.0, a[::-1] - 2.0, (k * 3) & 7, vnp.exp(d) / (d + 3.0),
+                vnp.where(a > 0, a, b), (a + k.astype(vnp.float32)).astype(vnp.int32), d ** 3,
+                vnp.flip(d, axis=0), vnp.reshape(a.T, (40, 32)) * 1.5)
+    args = tuple(vnp.asarray(v) for v in (a, b, k, d))
+    for variant in ({}, {"fuse": False}, {"vector_min": 0}, {"hoist_meta": 1}):
+        runs = []
+        for merge in (True, False):
+            with using(merge=merge, **variant):
+                jf = vkml.jit(f)
+                runs.append(([np.asarray(g) for g in jf(*args)], jf.lower(*args)))
+        (got, lo_m), (want, lo_s) = runs
+        _agree(got, want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        assert lo_m.dispatch_count < lo_s.dispatch_count, (variant, lo_m.dispatch_count)

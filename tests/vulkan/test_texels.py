@@ -12,24 +12,20 @@ import pytest
 import vkml
 import vkml.numpy as vnp
 from vkml.vulkan import runtime
-from vkml.vulkan.kernels import TEXEL_FORMATS
-from vkml.vulkan.lower import elementwise as ew
-from vkml.vulkan.lower import matmul as mm
+from vkml.vulkan.device import using
+from vkml.vulkan.kernels import TEXEL_FORMATS, texel_format
 
 RNG = np.random.default_rng(11)
 
 
 def _both(f, *args):
-    """f jitted with texels on and off (fresh compiles): (texel result, storage result).
-    Reductions read their inputs through `elementwise.texel_format` too."""
+    """f jitted with texels on and off (a profile variant compiles its own programs):
+    (texel result, storage result). Reductions read their inputs through
+    `kernels.texel_format` too, MatMuls where `profile.matmul_texels` says."""
     out = []
     for on in (True, False):
-        old = ew.TEXELS, mm.TEXELS
-        ew.TEXELS = mm.TEXELS = on
-        try:
+        with using(texels=on, matmul_texels=on):
             out.append(vkml.tree_util.tree_map(np.asarray, vkml.jit(f)(*args)))
-        finally:
-            ew.TEXELS, mm.TEXELS = old
     return out
 
 
@@ -67,32 +63,35 @@ def test_large_elementwise_and_reduction_paths_agree():
 
 
 def test_cpu_devices_read_float32_through_texels():
-    """On a CPU device the fused elementwise kernel binds its float32 leaf as a texel
-    buffer and its int32 leaf as a storage buffer; elsewhere every binding is storage."""
+    """Where the profile reads texels (lavapipe) the fused elementwise kernel binds its
+    float32 leaf as a texel buffer and its int32 leaf as a storage buffer; elsewhere
+    every binding is storage."""
     f = vkml.jit(lambda a, n: a * 2 + n.astype(vnp.float32))
     args = (vnp.asarray(x), vnp.asarray(i))
     f(*args)
     c = f._entry(args)[0][0]
     k = c.lowered.dispatches[-1].kernel
-    cpu = runtime.get().dev.profile.cpu
-    if cpu:
+    prof = runtime.get().dev.profile
+    if prof.texels:
         assert [f is not None for f in k.texels[1:]] == [True, False], k.texels
     else:
         assert not any(f is not None for f in k.texels)
     # a reduction's fused prologue leaf and a MatMul's operands likewise
-    for g in (lambda a: vnp.sum(a * a, axis=0), lambda a: a @ a.T):
+    for g, on in ((lambda a: vnp.sum(a * a, axis=0), prof.texels), (lambda a: a @ a.T, prof.matmul_texels)):
         jg = vkml.jit(g)
         jg(args[0])
         for d in jg._entry(args[:1])[0][0].lowered.dispatches:
-            assert any(f is not None for f in d.kernel.texels) == cpu, (d.kernel.name, d.kernel.texels)
+            assert any(f is not None for f in d.kernel.texels) == on, (d.kernel.name, d.kernel.texels)
 
 
 def test_views_off_a_texel_boundary_use_storage_buffers():
-    dev = SimpleNamespace(is_cpu=True, texel_alignment=16, max_texels=1 << 27)
+    dev = SimpleNamespace(profile=SimpleNamespace(texels=True), texel_alignment=16, max_texels=1 << 27)
     v = lambda off, n, dt=np.float32: SimpleNamespace(offset=off, nbytes=n, dtype=np.dtype(dt))
-    assert ew.texel_format(dev, v(256, 64), 4) == TEXEL_FORMATS[4]
-    assert ew.texel_format(dev, v(256, 64), 8) == TEXEL_FORMATS[8]
-    assert ew.texel_format(dev, v(260, 64), 1) is None        # offset not a multiple of 16
-    assert ew.texel_format(dev, v(256, 8), 4) is None         # less than one texel
-    assert ew.texel_format(dev, v(256, 64, np.int32), 4) is None
-    assert ew.texel_format(SimpleNamespace(**{**vars(dev), "is_cpu": False}), v(256, 64), 4) is None
+    assert texel_format(dev, v(256, 64), 4) == TEXEL_FORMATS[4]
+    assert texel_format(dev, v(256, 64), 8) == TEXEL_FORMATS[8]
+    assert texel_format(dev, v(260, 64), 1) is None        # offset not a multiple of 16
+    assert texel_format(dev, v(256, 8), 4) is None         # less than one texel
+    assert texel_format(dev, v(256, 64, np.int32), 4) is None
+    assert texel_format(SimpleNamespace(**{**vars(dev), "profile": SimpleNamespace(texels=False)}),
+                        v(256, 64), 4) is None           # a profile that reads no texels
+    assert texel_format(dev, v(256, 64), 4, on=False) is None

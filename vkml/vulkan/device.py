@@ -130,7 +130,7 @@ class Profile:
     poll_yield: bool = False
     host_cached_reads: bool = False   # read results through host-cached memory where there is any
     # ---- fusion (`vulkan/fusion.py`) and elementwise regions (`lower/elementwise.py`)
-    fuse: bool = True
+    fuse: bool = True           # fuse kernels (`profile_for`: off where VKML_FUSION is 0/false/off/no)
     recompute_small: int = 0    # regions up to this size recompute their broadcast inputs (0: never)
     inline_sum: int = 0         # a Sum over at most this many elements per output is inlined (0: never)
     fold_transposes: bool = True
@@ -177,6 +177,7 @@ def profile_for(driver: str, device_type: int, has_int64: bool, max_storage_buff
     leaves = max(1, min(12, (max_storage_buffers - 4) // 2))
     base = dict(driver=driver, cpu=cpu, layout="cpu" if cpu else "gpu", max_leaves=leaves,
                 cores=os.cpu_count() or 1)
+    base["fuse"] = os.environ.get("VKML_FUSION", "1").strip().lower() not in ("0", "false", "off", "no")
     if driver == "lavapipe":
         return Profile(**base, workers=lavapipe_workers(), merge=True, dynamic=True, hoist_meta=8,
                        texels=True, matmul_texels=True, wide_loads=has_int64, large_groups=True,

@@ -137,12 +137,12 @@ def _scratch(g) -> int:
     return sc(g.node) if g.prologue is None else sc(g.node, prologue=g.prologue)
 
 
-def plan(graph: Graph, groups: list | None = None) -> Plan:
-    """First-fit liveness plan of the arena over the kernel schedule (`fusion.schedule`,
-    fused unless fusion is off): only values a kernel writes take space; a value lives
-    from the step of its kernel to the last step reading it."""
+def plan(graph: Graph, groups: list | None = None, profile=None) -> Plan:
+    """First-fit liveness plan of the arena over the kernel schedule (`fusion.schedule`
+    for profile, default the current device's): only values a kernel writes take space;
+    a value lives from the step of its kernel to the last step reading it."""
     if groups is None:
-        groups = fusion.schedule(graph)
+        groups = fusion.schedule(graph, profile=profile)
     last = {}
     for t, g in enumerate(groups):
         for i in g.reads:
@@ -249,7 +249,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     allocator for the outputs (jit lowers against Placeholders)."""
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
-    p = plan(graph)
+    p = plan(graph, profile=rt.dev.profile)
     # the arena is bound piecewise (one view per tensor), so only each tensor must fit
     # a storage-buffer binding, not the arena as a whole
     for n in graph.nodes:

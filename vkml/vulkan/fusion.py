@@ -18,19 +18,23 @@ A value is materialised (written to memory, ending its region) where it must be:
     simple instruction (add, compare, select, cast...) in up to MAX_COPIES regions:
     recomputing x - mu where it is used costs less than writing and re-reading it);
   * a consumer broadcasts it (an elementwise result re-evaluated per broadcast element
-    would repeat its work), except in a region of at most SMALL_REGION elements on a CPU
-    device, where repeating the work costs less than lavapipe's dispatch;
+    would repeat its work), except in a region of at most `profile.recompute_small`
+    elements (CPU devices), where repeating the work costs less than lavapipe's dispatch;
   * a Reshape of it cannot be expressed as a strided layout (the input of that Reshape
     is materialised instead), or the region grows past the binding/size limits below.
-On a CPU device a float Sum over at most SMALL_REDUCE elements per output is not a
-kernel at all: the region that reads it adds the elements itself (`_inline_sum`).
+Where the profile says so (CPU devices) a float Sum over at most `profile.inline_sum`
+elements per output is not a kernel at all: the region that reads it adds the elements
+itself (`_inline_sum`).
 A same-shape elementwise *epilogue* of a reduction is applied by the reduction's final
 pass before its store, so the reduction's own value never reaches memory; likewise a
 small one of a MatMul (a bias, an activation, a mask) is applied at the MatMul's stores.
 
-`schedule(graph)` returns the Groups in execution order; the executor plans memory over
-exactly that schedule, so fused-away values take no arena space. `ENABLED` (environment
-`VKML_FUSION=0` turns it off) or `with fusion.disabled():` give one kernel per node.
+The regions themselves are built by `vulkan/regions.py`. `schedule(graph, profile)`
+returns the Groups in execution order; the executor plans memory over exactly that
+schedule, so fused-away values take no arena space. The profile decides what fuses
+(`fuse`, which the environment `VKML_FUSION=0` turns off, `recompute_small`,
+`inline_sum`, `fold_transposes`, `matmul_epilogues`, `max_leaves`); `with
+fusion.disabled():` gives one kernel per node.
 
 >>> import vkml, vkml.numpy as vnp
 >>> f = vkml.jit(lambda x: vnp.tanh(2 * x + 1) * vnp.exp(-x))
@@ -40,11 +44,7 @@ exactly that schedule, so fused-away values take no arena space. `ENABLED` (envi
 from __future__ import annotations
 
 import contextlib
-import itertools
-import os
-import struct
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -52,318 +52,28 @@ import numpy as np
 from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind, SPECS
-from ..trace.shapes import contiguous_strides
+from . import device
+from .lower.expressions import op_weight
+from .regions import (MOVES, REGION_BUDGET, Region, Split, build_region, is_identity, is_scalar,
+                      recomputes_broadcasts)
 
-ENABLED: bool = os.environ.get("VKML_FUSION", "1").strip().lower() not in ("0", "false", "off", "no")
+__all__ = ["Group", "schedule", "unfused", "disabled", "describe", "Region", "build_region"]
 
-MOVES = frozenset({OpKind.Reshape, OpKind.Permute, OpKind.Expand, OpKind.Slice, OpKind.Flip})
-MAX_DEPTH = 200       # nesting of one region's expression (Python recursion, kernel size)
-MAX_CODE = 400        # SSA values in one region
-# Code-size budgets (simple operations, `elementwise.op_weight`): lavapipe's compile time
-# grows faster than linearly with kernel size (32 fused sin/tanh layers and their
-# gradients: 9 s), and the vector path repeats a region's code per element of a thread.
-REGION_BUDGET = 1000
 PROLOGUE_BUDGET = 250  # a reduction's vector loads evaluate its prologue four times
 MAX_COPIES = 4         # regions a cheap operator (one simple instruction) is recomputed in
-SMALL_REDUCE = 16      # CPU devices: a Sum over at most this many elements per output is inlined
-SMALL_REGION = 4096    # CPU devices: regions up to this size recompute their broadcast inputs
-RECOMPUTE: str | None = None   # "cpu" / "gpu" forces `_recompute_broadcasts`'s device kind (tests)
 
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
-    """Run the enclosed code with one kernel per node (for comparisons and debugging).
+    """Run the enclosed code with one kernel per node (for comparisons and debugging):
+    the device profile with `fuse=False` (`device.using`).
 
     >>> with disabled():
-    ...     pass
+    ...     device.get().profile.fuse
+    False
     """
-    global ENABLED
-    old, ENABLED = ENABLED, False
-    try:
+    with device.using(fuse=False):
         yield
-    finally:
-        ENABLED = old
-
-
-@lru_cache(maxsize=None)
-def max_leaves() -> int:
-    """Materialised inputs one region may read: a reduction kernel binds meta, two outputs,
-    a prologue's and an epilogue's inputs, all within the per-stage storage-buffer limit."""
-    from .device import get
-    from .vk import vk
-    d = get()
-    lim = int(vk.vkGetPhysicalDeviceProperties(d.physical).limits.maxPerStageDescriptorStorageBuffers)
-    return max(1, min(12, (lim - 4) // 2))
-
-
-# --------------------------------------------------------------------------- layouts
-
-@dataclass(frozen=True)
-class Layout:
-    """Element offset and strides reading a buffer as an array of `shape`."""
-    shape: tuple
-    strides: tuple
-    offset: int = 0
-
-
-def contiguous(shape) -> Layout:
-    return Layout(tuple(shape), tuple(contiguous_strides(shape)), 0)
-
-
-def broadcast(l: Layout, shape) -> Layout:
-    """l read as if broadcast to `shape` (NumPy rules: leading axes added, size 1 repeated)."""
-    pad = len(shape) - len(l.shape)
-    st = [0] * pad + [0 if d == 1 else s for d, s in zip(l.shape, l.strides)]
-    return Layout(tuple(shape), tuple(st), l.offset)
-
-
-def reshape(l: Layout, shape) -> Layout | None:
-    """l viewed with a new shape (same C-order elements), or None when no strided layout
-    can express it (NumPy's no-copy reshape rule)."""
-    shape = tuple(shape)
-    n = 1
-    for d in shape:
-        n *= d
-    if n == 0:
-        return Layout(shape, tuple(contiguous_strides(shape)), l.offset)
-    old = [(d, s) for d, s in zip(l.shape, l.strides) if d != 1]
-    new = [i for i, d in enumerate(shape) if d != 1]
-    st = [0] * len(shape)
-    oi = ni = 0
-    while oi < len(old) and ni < len(new):
-        po, pn = old[oi][0], shape[new[ni]]
-        oe, ne = oi + 1, ni + 1
-        while po != pn:
-            if po < pn:
-                po *= old[oe][0]
-                oe += 1
-            else:
-                pn *= shape[new[ne]]
-                ne += 1
-        for k in range(oi, oe - 1):          # the old group must be one strided run
-            if old[k][1] != old[k + 1][1] * old[k + 1][0]:
-                return None
-        s = old[oe - 1][1]
-        for k in range(ne - 1, ni - 1, -1):
-            st[new[k]] = s
-            s *= shape[new[k]]
-        oi, ni = oe, ne
-    return Layout(shape, tuple(st), l.offset)
-
-
-def _apply(step: tuple, l: Layout) -> Layout | None:
-    """One re-indexing step (a movement operator or an elementwise broadcast)."""
-    kind = step[0]
-    if kind == "b":
-        return broadcast(l, step[1])
-    if kind == "p":
-        perm = step[1]
-        return Layout(tuple(l.shape[p] for p in perm), tuple(l.strides[p] for p in perm), l.offset)
-    if kind == "s":
-        starts, steps, shape = step[1], step[2], step[3]
-        if any(d == 0 for d in shape):
-            return Layout(shape, tuple(contiguous_strides(shape)), l.offset)
-        off = l.offset + sum(b * s for b, s in zip(starts, l.strides))
-        return Layout(shape, tuple(s * k for s, k in zip(l.strides, steps)), off)
-    if kind == "f":
-        axes = step[1]
-        off = l.offset + sum((l.shape[i] - 1) * l.strides[i] for i in axes if l.shape[i] > 0)
-        return Layout(l.shape, tuple(-s if i in axes else s for i, s in enumerate(l.strides)), off)
-    if kind == "r":
-        return reshape(l, step[1])
-    raise AssertionError(step)
-
-
-def _move_step(n: Node) -> tuple:
-    a = n.attrs
-    if n.op is OpKind.Reshape:
-        return ("r", n.shape, n)
-    if n.op is OpKind.Permute:
-        return ("p", tuple(a["perm"]))
-    if n.op is OpKind.Expand:
-        return ("b", n.shape)
-    if n.op is OpKind.Slice:
-        return ("s", tuple(a["starts"]), tuple(a["steps"]), n.shape)
-    if n.op is OpKind.Flip:
-        return ("f", tuple(a["axes"]))
-    raise AssertionError(n)
-
-
-# --------------------------------------------------------------------------- regions
-
-@dataclass
-class Region:
-    """One fused elementwise computation over the iteration space `shape` (its root's).
-
-    code is SSA: ("load", j) reads loads[j] = (leaf index, offset, strides over shape);
-    ("const", dtype, value) is a literal; ("op", op, in_dtype, out_dtype, attrs, args)
-    applies an elementwise operator to earlier values. `out` is the root's value.
-    """
-    root: Node
-    shape: tuple
-    leaves: list = field(default_factory=list)     # materialised Nodes read (one binding each)
-    loads: list = field(default_factory=list)      # (leaf index, offset, strides)
-    code: list = field(default_factory=list)
-    types: list = field(default_factory=list)      # dtype of each SSA value
-    out: int = -1
-    n_ops: int = 0                                  # graph nodes computed here
-    weight: int = 0                                 # code size (elementwise.op_weight)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.types[self.out]
-
-
-class _Split(Exception):
-    """The region cannot hold `node` as computed inside it: materialise node."""
-
-    def __init__(self, node: Node):
-        super().__init__(repr(node))
-        self.node = node
-
-
-def _const_key(n: Node) -> tuple:
-    v = n.attrs["value"]
-    d = np.dtype(n.dtype)
-    if d == dt.float64:
-        return ("c", "f8", struct.pack("<d", float(v)))
-    if d == dt.float32:
-        return ("c", "f4", struct.pack("<f", float(v)))
-    return ("c", d.str, int(bool(v)) if d == dt.bool_ else int(v))
-
-
-def _recompute_broadcasts(shape) -> bool:
-    """Whether a region of this shape recomputes what it broadcasts instead of reading it
-    from a kernel of its own: on CPU devices, for small regions, where one more dispatch
-    (tens of microseconds on lavapipe) costs more than repeating a few operations for at
-    most SMALL_REGION elements."""
-    from .lower.sizing import device_kind
-    n = 1
-    for d in shape:
-        n *= d
-    return n <= SMALL_REGION and device_kind(RECOMPUTE) == "cpu"
-
-
-def build_region(root: Node, inside, budget: int = REGION_BUDGET) -> Region:
-    """The SSA of root's region; inside(n) says whether n is computed in it (else n is
-    read from memory). Raises _Split(n) when n has to be materialised first."""
-    from .lower.elementwise import op_weight
-    reg = Region(root, root.shape)
-    R = root.shape
-    small = _recompute_broadcasts(R)
-    memo: dict[tuple, int] = {}
-    leaf_idx: dict[int, int] = {}
-    stack: list[Node] = []
-    entry: list[int] = []         # reg.weight when each stack node was entered
-
-    def emit(instr, dtype) -> int:
-        reg.code.append(instr)
-        reg.types.append(np.dtype(dtype))
-        return len(reg.code) - 1
-
-    def layout(n: Node, steps: list) -> Layout:
-        lay = contiguous(n.shape)
-        for st in steps:
-            nxt = _apply(st, lay)
-            if nxt is None:           # a Reshape no strided layout expresses: copy its input
-                raise _Split(st[2].inputs[0])
-            lay = nxt
-        return lay
-
-    def split_for_leaves() -> Node:
-        # the computed operand nearest the root on the current path takes its subtree's
-        # inputs with it (a movement operator only if there is nothing else)
-        for s in stack[1:]:
-            if s.op not in MOVES:
-                return s
-        if len(stack) > 1:
-            return stack[1]
-        for i in root.inputs:
-            if i.op is not OpKind.Full and inside(i):
-                return i
-        raise AssertionError("a single operator reads more inputs than a kernel can bind")
-
-    def visit(n: Node, steps: list) -> int:
-        if n.op is OpKind.Full:
-            k = _const_key(n)
-            if k not in memo:
-                memo[k] = emit(("const", n.dtype, n.attrs["value"]), n.dtype)
-            return memo[k]
-        lay = layout(n, steps)
-        if n is not root and not inside(n):
-            k = ("l", n.id, lay.offset, lay.strides)
-            if k in memo:
-                return memo[k]
-            if n.id not in leaf_idx:
-                if len(reg.leaves) >= max_leaves():
-                    raise _Split(split_for_leaves())
-                leaf_idx[n.id] = len(reg.leaves)
-                reg.leaves.append(n)
-            reg.loads.append((leaf_idx[n.id], lay.offset, lay.strides))
-            memo[k] = emit(("load", len(reg.loads) - 1), n.dtype)
-            return memo[k]
-        k = ("n", n.id, lay.offset, lay.strides)
-        if k in memo:
-            return memo[k]
-        if n is not root:
-            if (n.op not in MOVES and any(s == 0 and d > 1 for s, d in zip(lay.strides, R))
-                    and not small):
-                raise _Split(n)       # broadcast: compute it once, read it many times
-            if len(stack) >= MAX_DEPTH or len(reg.code) >= MAX_CODE:
-                raise _Split(n)
-        stack.append(n)
-        entry.append(reg.weight)
-        if n.op in MOVES:
-            r = visit(n.inputs[0], [_move_step(n)] + steps)
-        elif n.op is OpKind.Sum:       # `_inline_sum`: the elements added in order
-            x, axes = n.inputs[0], n.attrs["axes"]
-            one = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-            r = None
-            for pos in itertools.product(*(range(x.shape[a]) for a in axes)):
-                at = dict(zip(axes, pos))
-                start = tuple(at.get(i, 0) for i in range(len(x.shape)))
-                v = visit(x, [("s", start, (1,) * len(x.shape), one), ("r", n.shape, n)] + steps)
-                r = v if r is None else emit(("op", OpKind.Add, n.dtype, n.dtype, {}, (r, v)), n.dtype)
-                reg.weight += 1
-            reg.n_ops += 1
-        else:
-            args = tuple(visit(i, ([("b", n.shape)] if i.shape != n.shape else []) + steps)
-                         for i in n.inputs)
-            in_dt = n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype
-            w = op_weight(n.op, np.dtype(in_dt), n.dtype, n.attrs.get("approximate"),
-                          n.attrs.get("exponent"))
-            if reg.weight + w > budget:
-                # split off the largest subtree on the current path that fits the budget,
-                # else cut below this node (its first computed operand)
-                for s, e in zip(stack[1:], entry[1:]):
-                    if s.op not in MOVES and reg.weight + w - e <= budget:
-                        raise _Split(s)
-                below = [i for i in n.inputs if i.op is not OpKind.Full and inside(i)]
-                below.sort(key=lambda i: i.op in MOVES)
-                if below:
-                    raise _Split(below[0])
-            r = emit(("op", n.op, np.dtype(in_dt), n.dtype, n.attrs, args), n.dtype)
-            reg.n_ops += 1
-            reg.weight += w
-        stack.pop()
-        entry.pop()
-        memo[k] = r
-        return r
-
-    reg.out = visit(root, [])
-    visit = None    # noqa: F841 -- breaks the closure's cycle, which would hold the graph's arrays
-    return reg
-
-
-def is_identity(load: tuple, shape) -> bool:
-    """Does the load read its leaf in the region's own C order (same shape, contiguous)?"""
-    _, off, st = load
-    return off == 0 and all(d == 1 or s == c for d, s, c in zip(shape, st, contiguous_strides(shape)))
-
-
-def is_scalar(load: tuple) -> bool:
-    """Does the load read one element for the whole region?"""
-    return all(s == 0 for s in load[2])
 
 
 # --------------------------------------------------------------------------- schedule
@@ -394,28 +104,28 @@ class Group:
         return n
 
 
-def _kind(n: Node) -> str:
+def _kind(n: Node, profile) -> str:
     if n.op in (OpKind.Input, OpKind.Const):
         return "leaf"
     if n.op is OpKind.Full:
         return "full"
     if n.op in MOVES:
         return "move"
-    if SPECS[n.op].kernel == "elementwise" or _inline_sum(n):
+    if SPECS[n.op].kernel == "elementwise" or _inline_sum(n, profile):
         return "ew"
     return "opaque"
 
 
-def _inline_sum(n: Node) -> bool:
-    """A float Sum over at most SMALL_REDUCE elements per output, on a CPU device: the
-    region reading it adds the elements itself (a kernel of its own costs lavapipe a
-    dispatch, tens of microseconds, for a few adds)."""
+def _inline_sum(n: Node, profile) -> bool:
+    """A float Sum over at most `profile.inline_sum` elements per output (CPU devices),
+    in a region small enough to recompute what it broadcasts: the region reading it adds
+    the elements itself (a kernel of its own costs lavapipe a dispatch for a few adds)."""
     if n.op is not OpKind.Sum or n.dtype != n.inputs[0].dtype or not dt.is_float(n.dtype):
         return False
     k = 1
     for a in n.attrs["axes"]:
         k *= n.inputs[0].shape[a]
-    return 0 < k <= SMALL_REDUCE and _recompute_broadcasts(n.shape)
+    return 0 < k <= profile.inline_sum and recomputes_broadcasts(n.shape, profile)
 
 
 def _is_reduce(n: Node) -> bool:
@@ -428,28 +138,31 @@ def unfused(graph: Graph) -> list[Group]:
             if n.op not in (OpKind.Input, OpKind.Const)]
 
 
-def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
-    """The kernels that compute graph, in an order respecting every dependency.
+def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | None = None) -> list[Group]:
+    """The kernels that compute graph, in an order respecting every dependency, for a
+    device profile (default the current device's); fuse overrides `profile.fuse`.
 
     >>> import vkml, vkml.numpy as vnp
     >>> g = vkml.make_graph(lambda x: (vnp.exp(x) * 2.0).sum(), vnp.ones(64))
     >>> [(grp.node.op.value, grp.prologue.n_ops) for grp in schedule(g)]
     [('Sum', 2)]
     """
-    if not (ENABLED if fuse is None else fuse):
+    if profile is None:
+        profile = device.get().profile
+    if not (profile.fuse if fuse is None else fuse):
         return unfused(graph)
     nodes = graph.nodes
     computed = [n for n in nodes if n.op not in (OpKind.Input, OpKind.Const)]
-    if len(computed) == 1 and _kind(computed[0]) != "opaque":     # an eager operator
-        reg = build_region(computed[0], lambda x: False)
+    if len(computed) == 1 and _kind(computed[0], profile) != "opaque":     # an eager operator
+        reg = build_region(computed[0], lambda x: False, profile=profile)
         return [Group(computed[0], region=reg, reads=tuple(reg.leaves))]
     cons = graph.consumers()
     outs = {o.id for o in graph.outputs}
-    kind = {n.id: _kind(n) for n in nodes}
+    kind = {n.id: _kind(n, profile) for n in nodes}
     by_id = {n.id: n for n in nodes}
     mat: set[int] = set()       # region roots written to memory
     pro: set[int] = set()       # region roots read by a reduction's kernel (prologues)
-    folded = _fold_transposes(nodes, kind, mat)
+    folded = _fold_transposes(nodes, kind, mat) if profile.fold_transposes else {"pairs": set()}
     for n in nodes:
         k = kind[n.id]
         if k in ("leaf", "opaque"):
@@ -464,7 +177,6 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
             else:
                 mat.add(n.id)
 
-    from .lower.elementwise import op_weight
     cheap = {n.id for n in nodes if kind[n.id] == "ew" and n.op is not OpKind.Sum and op_weight(
         n.op, np.dtype(n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype),
         n.dtype, n.attrs.get("approximate"), n.attrs.get("exponent")) <= 1}
@@ -491,8 +203,8 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
                         and rid in member.get(x.id, ()))
             try:
                 regions[rid] = build_region(by_id[rid], inside,
-                                            PROLOGUE_BUDGET if rid in pro else REGION_BUDGET)
-            except _Split as e:
+                                            PROLOGUE_BUDGET if rid in pro else REGION_BUDGET, profile)
+            except Split as e:
                 splits.add(e.node.id)
         if not splits:
             break
@@ -527,7 +239,7 @@ def schedule(graph: Graph, fuse: bool | None = None) -> list[Group]:
     # at every store of the kernel's register tile)
     mm_epi: dict[int, int] = {}       # region root id -> MatMul node id
     for n in nodes:
-        if (n.op is not OpKind.MatMul or not MATMUL_EPILOGUES or n.id in outs or not cons[n.id]
+        if (n.op is not OpKind.MatMul or not profile.matmul_epilogues or n.id in outs or not cons[n.id]
                 or len(n.shape) < 2 or n.dtype == np.int32):    # int32: `matmul._int_matmul`
             continue
         e = _sole_region(n, cons, kind, member, mat)
@@ -609,9 +321,7 @@ def _other_loads(reg: Region, n: Node) -> list | None:
     return [ld for ld in reg.loads if reg.leaves[ld[0]] is not n]
 
 
-FOLD_TRANSPOSES = True   # tests turn it off to compare with materialised transposes
-MATMUL_EPILOGUES = True  # likewise for elementwise epilogues of MatMul
-EPILOGUE_BUDGET = 12     # weight (`elementwise.op_weight`) of a MatMul epilogue's code
+EPILOGUE_BUDGET = 12     # weight (`expressions.op_weight`) of a MatMul epilogue's code
 
 
 def _is_transpose(n: Node) -> bool:
@@ -630,8 +340,6 @@ def _fold_transposes(nodes, kind, mat: set) -> dict:
     transpose id) edges that need no materialised transpose. A computed (elementwise)
     source is materialised instead."""
     out: dict = {"pairs": set()}
-    if not FOLD_TRANSPOSES:
-        return out
     for n in nodes:
         if n.op is not OpKind.MatMul:
             continue

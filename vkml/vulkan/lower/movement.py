@@ -1,5 +1,14 @@
 """Movement operators as strided copies: the input (or output) is addressed through
-offset and strides, so none of them needs a kernel of its own beyond the generic copy."""
+offset and strides, so none of them needs a kernel of its own beyond the generic copy
+(`elementwise.strided`, one program per rank and dtypes). Under fusion most of them are
+not kernels at all but layouts of a region's loads (`vulkan/regions.py`).
+
+>>> import vkml.numpy as vnp
+>>> from vkml.vulkan import fusion
+>>> with fusion.disabled():
+...     vnp.flip(vnp.reshape(vnp.arange(6.0), (2, 3)), axis=1).numpy().tolist()
+[[2.0, 1.0, 0.0], [5.0, 4.0, 3.0]]
+"""
 from __future__ import annotations
 
 from ...trace.ops import OpKind
@@ -18,6 +27,9 @@ def _slice_layout(shape, starts, steps):
 
 
 def lower(node, ins, out, ctx) -> None:
+    """Lower one movement operator (Reshape, Permute, Expand, Slice, Flip, Pad, Concat,
+    SliceBackward) into strided copies (and a fill for the padding of Pad and
+    SliceBackward)."""
     op, a = node.op, node.attrs
     x = ins[0]
     dense = (0, contiguous_strides(node.shape))
