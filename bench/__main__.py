@@ -141,10 +141,11 @@ def _git() -> str:
 
 def _fusion_state() -> str:
     try:
-        from vkml.vulkan import fusion
-    except ImportError:
-        return "no kernel fusion"
-    return "kernel fusion on" if getattr(fusion, "ENABLED", True) else "kernel fusion off (VKML_FUSION=0)"
+        from vkml.vulkan import device
+        fuse = device.get().profile.fuse
+    except (ImportError, AttributeError):
+        return "kernel fusion on"
+    return "kernel fusion on" if fuse else "kernel fusion off (VKML_FUSION=0)"
 
 
 def summary(rows: dict, targets: dict) -> list[str]:

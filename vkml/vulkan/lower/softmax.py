@@ -21,11 +21,11 @@ output, chunk by chunk.
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ..program import Meta, Program
+from .expressions import math_library
 from .scan import rows_of
 from .sizing import cdiv, round_up
 
@@ -34,22 +34,6 @@ SPLIT_MIN_N = 1 << 14    # rows at least this long, when there are few of them, 
 SPLIT_MAX_ROWS = {"cpu": 64, "gpu": 1024}    # by profile layout
 SPLIT_CHUNK = 1024       # elements per chunk of a split row (at least)
 STREAMS = {"cpu": 1 << 12, "gpu": 1 << 16}   # threads worth splitting rows over, by layout
-SHADERS = Path(__file__).resolve().parent.parent / "shaders"
-
-
-def math_library(p: Program, T: str) -> None:
-    """Give p the math functions (vk_exp, vk_log, ...) for GLSL type T: math32.glsl, and
-    for double its overloads in math64.glsl after it. Libraries are held once by name in
-    a merged kernel, so every family names these two the same.
-
-    >>> p = Program("P")
-    >>> math_library(p, "double")
-    >>> list(p.libraries)
-    ['math32', 'math64']
-    """
-    p.library("math32", (SHADERS / "math32.glsl").read_text())
-    if T == "double":
-        p.library("math64", (SHADERS / "math64.glsl").read_text())
 
 
 def _neg_inf(T: str) -> str:
@@ -69,7 +53,7 @@ def _result(op: OpKind, T: str) -> str:
 
 def _start(T: str, name: str, local_size: int = 256) -> Program:
     p = Program(name, local_size=local_size)
-    math_library(p, T)
+    math_library(p, T == "double")
     return p
 
 
