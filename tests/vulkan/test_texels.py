@@ -11,10 +11,9 @@ import pytest
 
 import vkml
 import vkml.numpy as vnp
-from vkml.vulkan import runtime
+from vkml.vulkan import device, runtime
 from vkml.vulkan.kernels import TEXEL_FORMATS
 from vkml.vulkan.lower import elementwise as ew
-from vkml.vulkan.lower import matmul as mm
 
 RNG = np.random.default_rng(11)
 
@@ -24,12 +23,8 @@ def _both(f, *args):
     Reductions read their inputs through `elementwise.texel_format` too."""
     out = []
     for on in (True, False):
-        old = ew.TEXELS, mm.TEXELS
-        ew.TEXELS = mm.TEXELS = on
-        try:
+        with device.using(texels=on, matmul_texels=on):
             out.append(vkml.tree_util.tree_map(np.asarray, vkml.jit(f)(*args)))
-        finally:
-            ew.TEXELS, mm.TEXELS = old
     return out
 
 
