@@ -80,12 +80,13 @@ def matmul_sweep(n=4096):
     a = vnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
     b = vnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
     configs = [(16, 8, 128, 128, 16), (16, 8, 128, 128, 8), (8, 4, 64, 64, 8), (8, 8, 128, 128, 8)]
+    from vkml.vulkan import device
     layout = sys.argv[2] if len(sys.argv) > 2 else "NN"
-    mm.PREFETCH = "prefetch" in sys.argv
-    print(f"  {layout}, vec4={mm.VEC4}, prefetch={mm.PREFETCH}")
-    if True:
-      for tm, tn, bm, bn, bk in configs:
-        mm.set_tiling(mm.Tiling("shared", tm=tm, tn=tn, bm=bm, bn=bn, bk=bk))
+    prefetch = "prefetch" in sys.argv
+    print(f"  {layout}, vec4={device.get().profile.matmul_vec4}, prefetch={prefetch}")
+    for tm, tn, bm, bn, bk in configs:
+      with device.using(matmul_tiling=mm.Tiling("shared", tm=tm, tn=tn, bm=bm, bn=bn, bk=bk),
+                        matmul_prefetch=prefetch):
         f = vkml.jit({"NN": lambda p, q: p @ q, "AT": lambda p, q: p.T @ q,
                       "BT": lambda p, q: p @ q.T}[layout])
         try:
@@ -95,7 +96,6 @@ def matmul_sweep(n=4096):
             print(f"   {tm}x{tn} in {bm}x{bn}x{bk}: {type(e).__name__}: {e}")
             continue
         print(f"   {tm}x{tn} in {bm}x{bn}x{bk}: {t * 1e3:7.3f} ms  {2 * n ** 3 / t / 1e12:6.2f} TF/s")
-    mm.set_tiling(None)
 
 
 def subgroup_sweep():

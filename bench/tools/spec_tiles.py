@@ -1,12 +1,12 @@
 """MatMul kernel time with tiles as specialisation constants against tiles baked into the
-source (matmul.SPEC_TILES), per operand layout, dtype and shape, or per MatMul of the
+source (the profile's matmul_spec_tiles), per operand layout, dtype and shape, or per MatMul of the
 bench's large MLP step: the GPU kernels must not lose by it.
 Usage: python bench/tools/spec_tiles.py [first case index | mlp]"""
 import numpy as np
 
 import vkml
 import vkml.numpy as vnp
-from vkml.vulkan.lower import matmul as mm
+from vkml.vulkan import device
 
 rng = np.random.default_rng(0)
 
@@ -29,11 +29,10 @@ def main(skip: int = 0):
               "NT": lambda p, q: p @ q.T, "TT": lambda p, q: p.T @ q.T}[lay]
         res, outs = {}, {}
         for spec in (True, False):
-            mm.SPEC_TILES = spec
-            f = vkml.jit(fn)
-            outs[spec] = np.asarray(vnp.sum(f(va, vb).astype(vnp.float64)))
-            res[spec] = kernel_us(f, va, vb)
-        mm.SPEC_TILES = True
+            with device.using(matmul_spec_tiles=spec):
+                f = vkml.jit(fn)
+                outs[spec] = np.asarray(vnp.sum(f(va, vb).astype(vnp.float64)))
+                res[spec] = kernel_us(f, va, vb)
         same = np.array_equal(outs[True], outs[False])
         print(f"{m}x{k}x{n} {np.dtype(dtype).name} {lay}: spec {res[True]:9.1f} us  source {res[False]:9.1f} us  "
               f"ratio {res[True] / res[False]:.3f}  same sum={same}", flush=True)
@@ -41,20 +40,19 @@ def main(skip: int = 0):
 
 def mlp():
     """Per-kernel times of the large MLP step (a MatMul with a mask epilogue once kept a
-    16x8 tile in memory: 58.7 against 3.5 ms)."""
+    16x8 register tile in memory on the H200)."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import prof_kernels as pk
     res, names = {}, None
     for spec in (True, False):
-        mm.SPEC_TILES = spec
-        j, args = pk.mlp_step()
-        j.profile(*args)
-        res[spec] = min((j.profile(*args) for _ in range(2)), key=lambda r: sum(t for _, t in r))
-        if spec:
-            names = [(d.kernel.name, d.kernel.spec) for d in j._entry(args)[0][0].lowered.dispatches]
-    mm.SPEC_TILES = True
+        with device.using(matmul_spec_tiles=spec):
+            j, args = pk.mlp_step()
+            j.profile(*args)
+            res[spec] = min((j.profile(*args) for _ in range(2)), key=lambda r: sum(t for _, t in r))
+            if spec:
+                names = [(d.kernel.name, d.kernel.spec) for d in j._entry(args)[0][0].lowered.dispatches]
     for (n, t1), (_, t0), (_, sp) in zip(res[True], res[False], names):
         if n.startswith("MatMul"):
             print(f"{n:24s} spec {t1 * 1e6:9.1f} us  source {t0 * 1e6:9.1f} us  constants {sp}")

@@ -3,6 +3,7 @@ an error bound that grows like sqrt(k), every tiling strategy on the device at h
 GPU `shared` kernel runs on lavapipe, the CPU `subgroup` one on a GPU), odd sizes around the tile and chunk edges,
 broadcast batches, and the tiling choice under other devices' limits.
 """
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import vkml.numpy as vnp
 from vkml.array import bind
 from vkml.trace.ops import OpKind
+from vkml.vulkan import device
 from vkml.vulkan.lower import matmul as mm
 
 RNG = np.random.default_rng(5)
@@ -32,30 +34,27 @@ TILINGS = {
 }
 
 
-def _storage_only(monkeypatch):
-    """Operands and epilogue leaves as storage buffers, one store per element."""
-    from vkml.vulkan.lower import elementwise as ew
-    monkeypatch.setattr(mm, "TEXELS", False)
-    monkeypatch.setattr(ew, "TEXELS", False)
-    monkeypatch.setattr(mm, "WIDE_STORES", False)
+def _variant(name: str) -> dict:
+    """The profile of a TILINGS entry: its tiling forced, and for an -ssbo one operands
+    and epilogue leaves as storage buffers, one store per element."""
+    changes = {"matmul_tiling": TILINGS[name]}
+    if name.endswith("-ssbo"):
+        changes.update(matmul_texels=False, matmul_wide_stores=False)
+    return changes
 
 
 @pytest.fixture(params=list(TILINGS))
-def tiling(request, monkeypatch):
-    if request.param.endswith("-ssbo"):
-        _storage_only(monkeypatch)
-    mm.set_tiling(TILINGS[request.param])
-    yield request.param
-    mm.set_tiling(None)
+def tiling(request):
+    with device.using(**_variant(request.param)):
+        yield request.param
 
 
 @pytest.fixture(params=["vec4", "vec4-prefetch", "scalar"])
-def vec4(request, monkeypatch):
+def vec4(request):
     """The shared kernel's vec4 variant where it fits (with and without register
     prefetch), then the scalar one everywhere."""
-    monkeypatch.setattr(mm, "VEC4", request.param != "scalar")
-    monkeypatch.setattr(mm, "PREFETCH", request.param == "vec4-prefetch")
-    return request.param
+    with device.using(matmul_vec4=request.param != "scalar", matmul_prefetch=request.param == "vec4-prefetch"):
+        yield request.param
 
 
 def _matmul(a, b):
@@ -114,8 +113,12 @@ def test_vector_operands_through_numpy_surface():
                                rtol=1e-5, atol=1e-5)
 
 
-def _fake(is_cpu, sub, smem, inv, int64=True):
-    return SimpleNamespace(is_cpu=is_cpu, subgroup_size=sub, max_shared_memory=smem,
+def _fake(is_cpu, sub, smem, inv, int64=True, cores=None):
+    """A device's limits and the profile of a CPU (lavapipe) or GPU (NVIDIA) driver."""
+    prof = device.profile_for("lavapipe" if is_cpu else "nvidia", 4 if is_cpu else 2, int64, 1 << 20)
+    if cores is not None:
+        prof = replace(prof, cores=cores)
+    return SimpleNamespace(profile=prof, subgroup_size=sub, max_shared_memory=smem,
                            max_workgroup_invocations=inv, has_int64=int64, name="fake")
 
 
@@ -161,10 +164,9 @@ def test_cpu_tiling_follows_the_subgroup_width():
     assert (big.tm, big.tn, big.wa, big.wb) == (t.tm, t.tn, 1, 8)
 
 
-def test_cpu_tiling_keeps_every_core_busy(monkeypatch):
+def test_cpu_tiling_keeps_every_core_busy():
     """Row tiles shrink until there are four subgroups per core (not below 16 rows)."""
-    monkeypatch.setattr(mm, "CPU_CORES", 2)
-    dev = _fake(True, 8, 32 << 10, 1024)
+    dev = _fake(True, 8, 32 << 10, 1024, cores=2)
     assert mm.choose_tiling(dev, np.float32, 1024, 1024, 1024).tm == mm.CPU_TILING.tm
     t = mm.choose_tiling(dev, np.float32, 256, 10, 256)    # n = 10: one column tile
     assert (t.tm, t.tn) == (32, 2)
@@ -201,9 +203,8 @@ def test_transposed_operands_read_in_place(which, shapes, vec4):
     def g(x, y):   # the transposes read straight from the inputs
         return (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    mm.set_tiling(mm.Tiling("shared", tm=4, tn=8, bm=16, bn=32, bk=8) if vec4 != "scalar"
-                  else mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4))
-    try:
+    with device.using(matmul_tiling=mm.Tiling("shared", tm=4, tn=8, bm=16, bn=32, bk=8) if vec4 != "scalar"
+                      else mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4)):
         for fn in (f, g):
             jf = vkml.jit(fn)
             got = np.asarray(jf(vnp.asarray(at), vnp.asarray(bt)))
@@ -212,8 +213,6 @@ def test_transposed_operands_read_in_place(which, shapes, vec4):
             assert not any(gr.node is not None and gr.node.op is OpKind.Permute for gr in groups)
             mmg = [gr for gr in groups if gr.node is not None and gr.node.op is OpKind.MatMul]
             assert len(mmg) == 1 and mmg[0].transposed == (ta, tb)
-    finally:
-        mm.set_tiling(None)
 
 
 @pytest.mark.parametrize("which", ["A.T", "B.T", "both"])
@@ -223,26 +222,21 @@ def test_transposed_operands_read_in_place(which, shapes, vec4):
                                     ((256, 256), (256, 10)), ((16, 64), (64, 64))],
                          ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
 @pytest.mark.parametrize("sub", ["cpu", "cpu-narrow", "cpu-wideA", "cpu-ssbo"])
-def test_subgroup_kernel_reads_transposed_operands(which, shapes, sub, monkeypatch):
+def test_subgroup_kernel_reads_transposed_operands(which, shapes, sub):
     """The subgroup kernel (CPU devices) reads A^T one k per lane and B^T along k: odd
     sizes, remainders of k, batches and broadcasts match NumPy, with no Permute kernel
     (operands as texels or storage buffers)."""
     import vkml
     from vkml.vulkan import fusion
-    if sub.endswith("-ssbo"):
-        _storage_only(monkeypatch)
     sa, sb = shapes
     a, b, at, bt, ta, tb = _transposed_inputs(sa, sb, which)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    mm.set_tiling(TILINGS[sub])
-    try:
+    with device.using(**_variant(sub)):
         jf = vkml.jit(lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y))
         got = np.asarray(jf(vnp.asarray(at), vnp.asarray(bt)))
         np.testing.assert_allclose(got, want, rtol=0, atol=64 * EPS32 * np.sqrt(sa[-1]))
         groups = fusion.schedule(jf.lower(vnp.asarray(at), vnp.asarray(bt)).graph)
         assert not any(gr.node is not None and gr.node.op is OpKind.Permute for gr in groups)
-    finally:
-        mm.set_tiling(None)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int32])
@@ -254,46 +248,36 @@ def test_subgroup_kernel_reads_transposed_operands_of_any_dtype(which, dtype):
     b = RNG.integers(-9, 9, (20, 24)).astype(dtype)
     at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
     bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
-    mm.set_tiling(TILINGS["cpu"])
-    try:
+    with device.using(matmul_tiling=TILINGS["cpu"]):
         jf = vkml.jit(lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y))
         np.testing.assert_array_equal(np.asarray(jf(vnp.asarray(at), vnp.asarray(bt))), a @ b)
-    finally:
-        mm.set_tiling(None)
 
 
 def test_vec4_kernel_runs_where_it_fits():
     """float32 with k and n multiples of 4 takes the vec4 shared kernel; n = 9 does not."""
     import vkml
-    mm.set_tiling(TILINGS["gpu-vec4"])
-    try:
+    with device.using(matmul_tiling=TILINGS["gpu-vec4"]):
         for n, want in ((12, "MatMul_shared4"), (9, "MatMul_shared")):
             f = vkml.jit(lambda x, y: x @ y)
             names = [k for k, _ in f.profile(vnp.ones((8, 16)), vnp.ones((16, n)))]
             assert names == [want], (n, names)
-    finally:
-        mm.set_tiling(None)
 
 
 @pytest.mark.parametrize("layout", sorted(mm.VEC4_TILINGS))
-def test_tuned_vec4_tilings(layout, monkeypatch):
+def test_tuned_vec4_tilings(layout):
     """Each layout's tuned GPU tiling (and its prefetch choice), run here by force, on
     sizes past its tile edges."""
     import vkml
     ta, tb = layout
     tiling, prefetch = mm.VEC4_TILINGS[layout]
-    monkeypatch.setattr(mm, "PREFETCH", prefetch)
     a = RNG.uniform(-2, 2, (2, 132, 72)).astype(np.float32)
     b = RNG.uniform(-2, 2, (2, 72, 136)).astype(np.float32)
     at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
     bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
     f = vkml.jit(lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y))
-    mm.set_tiling(tiling)
-    try:
+    with device.using(matmul_tiling=tiling, matmul_prefetch=prefetch):
         got = np.asarray(f(vnp.asarray(at), vnp.asarray(bt)))
         names = [k for k, _ in f.profile(vnp.asarray(at), vnp.asarray(bt))]
-    finally:
-        mm.set_tiling(None)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=0, atol=64 * EPS32 * np.sqrt(72))
     assert names == ["MatMul_shared4"]
@@ -309,11 +293,8 @@ def test_tuned_vec4_tilings(layout, monkeypatch):
 def test_vec4_eligible_shapes(name, dtype, shapes, vec4):
     """Shapes the vec4 kernel takes (float32), on the shared tilings, against the scalar
     kernel's answer and NumPy; other dtypes take the scalar kernel on the same shapes."""
-    mm.set_tiling(TILINGS[name])
-    try:
+    with device.using(matmul_tiling=TILINGS[name]):
         _check_product(dtype, shapes)
-    finally:
-        mm.set_tiling(None)
 
 
 def _check_product(dtype, shapes):
@@ -436,20 +417,22 @@ def test_relu_layer_under_grad_is_one_kernel_forward():
 
 
 def test_texel_operands_only_where_views_allow():
-    """A CPU device reads float32 operands as texels only when both views start on a
-    texel boundary and hold whole texels within the device's limit; else storage buffers."""
-    cpu = SimpleNamespace(is_cpu=True, texel_alignment=16, max_texels=1 << 27)
+    """A device whose profile reads the matmul's operands as texels (lavapipe) does so only
+    when both views start on a texel boundary and hold whole texels within the device's
+    limit; else storage buffers."""
+    lvp = device.profile_for("lavapipe", 4, True, 32)
+    cpu = SimpleNamespace(profile=lvp, texel_alignment=16, max_texels=1 << 27)
     t = mm.Tiling("subgroup", tm=8, tn=8, wa=2, wb=8)
     v = lambda off, n: SimpleNamespace(offset=off, nbytes=n, dtype=np.dtype(np.float32))
-    assert mm._texel_operands(cpu, "float", t, v(0, 4096), v(256, 4096))
-    assert not mm._texel_operands(cpu, "float", t, v(0, 4096), v(8, 4096))      # B off a texel
-    assert not mm._texel_operands(cpu, "float", t, v(4, 4096), v(0, 4096))      # A off a texel
-    assert not mm._texel_operands(cpu, "float", t, v(0, 4), v(0, 4096))         # A under one texel
-    assert not mm._texel_operands(cpu, "double", t, v(0, 4096), v(0, 4096))
-    assert not mm._texel_operands(SimpleNamespace(**{**vars(cpu), "is_cpu": False}), "float", t,
-                                  v(0, 4096), v(0, 4096))
-    assert not mm._texel_operands(SimpleNamespace(**{**vars(cpu), "max_texels": 100}), "float", t,
-                                  v(0, 4096), v(0, 4096))
+    assert mm.texel_operands(cpu, "float", t, v(0, 4096), v(256, 4096))
+    assert not mm.texel_operands(cpu, "float", t, v(0, 4096), v(8, 4096))      # B off a texel
+    assert not mm.texel_operands(cpu, "float", t, v(4, 4096), v(0, 4096))      # A off a texel
+    assert not mm.texel_operands(cpu, "float", t, v(0, 4), v(0, 4096))         # A under one texel
+    assert not mm.texel_operands(cpu, "double", t, v(0, 4096), v(0, 4096))
+    assert not mm.texel_operands(SimpleNamespace(**{**vars(cpu), "profile": replace(lvp, matmul_texels=False)}),
+                                 "float", t, v(0, 4096), v(0, 4096))
+    assert not mm.texel_operands(SimpleNamespace(**{**vars(cpu), "max_texels": 100}), "float", t,
+                                 v(0, 4096), v(0, 4096))
 
 
 @pytest.mark.parametrize("n", [8, 10, 12, 66, 64])
@@ -471,10 +454,10 @@ def test_wide_stores_mask_whole_runs(n, monkeypatch):
 @pytest.mark.parametrize("tiling", ["gpu", "gpu-small", "gpu-vec4", "gpu-vec4-small"], indirect=True)
 @pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_specialised_tiles_match_tiles_in_the_source(tiling, layout, dtype, monkeypatch):
+def test_specialised_tiles_match_tiles_in_the_source(tiling, layout, dtype):
     """The GPU kernels take their tiling as specialisation constants; the same tiling
-    baked into the source (SPEC_TILES off) computes the same bits, transposes, edges,
-    a bias epilogue and all."""
+    baked into the source (`Profile.matmul_spec_tiles` off) computes the same bits,
+    transposes, edges, a bias epilogue and all."""
     import vkml
     a = RNG.uniform(-1, 1, (70, 36) if layout[0] == "N" else (36, 70)).astype(dtype)
     b = RNG.uniform(-1, 1, (36, 68) if layout[1] == "N" else (68, 36)).astype(dtype)
@@ -487,53 +470,60 @@ def test_specialised_tiles_match_tiles_in_the_source(tiling, layout, dtype, monk
     args = [vnp.asarray(v) for v in (a, b, c)]
     outs = {}
     for spec in (True, False):
-        monkeypatch.setattr(mm, "SPEC_TILES", spec)
-        outs[spec] = [np.asarray(r) for r in vkml.jit(f)(*args)]
+        with device.using(matmul_spec_tiles=spec):
+            outs[spec] = [np.asarray(r) for r in vkml.jit(f)(*args)]
     for s, t in zip(outs[True], outs[False]):
         np.testing.assert_array_equal(s, t)
     want = (a if layout[0] == "N" else a.T).astype(np.float64) @ (b if layout[1] == "N" else b.T)
     np.testing.assert_allclose(outs[True][1], want, rtol=0, atol=64 * np.finfo(dtype).eps * 6)
 
 
-def test_one_module_serves_every_tiling(monkeypatch):
+def test_one_module_serves_every_tiling():
     """Two shared-memory tilings of one product: the same GLSL (one SPIR-V module), two
-    pipelines told apart by their specialisation constants (local size first)."""
+    pipelines told apart by their specialisation constants (the local size, id 0, and
+    the tiling, ids 1-5)."""
     import vkml
-    monkeypatch.setattr(mm, "SPEC_TILES", True)
     a = vnp.asarray(RNG.uniform(-1, 1, (40, 24)).astype(np.float32))
     kernels = []
     for t in (mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4), mm.Tiling("shared", tm=4, tn=2, bm=32, bn=16, bk=8)):
-        mm.set_tiling(t)
-        try:
+        with device.using(matmul_spec_tiles=True, matmul_tiling=t):
             jf = vkml.jit(lambda x: x @ x.T)
             jf(a)
             kernels.append(jf._entry((a,))[0][0].lowered.dispatches[0].kernel)
-        finally:
-            mm.set_tiling(None)
     k1, k2 = kernels
     assert k1.source == k2.source and k1.pipeline != k2.pipeline
-    assert k1.spec == (64, 2, 4, 16, 32, 4) and k2.spec == (64, 4, 2, 32, 16, 8)
-    assert k1.local_size == 64
+    assert (k1.local_size, *k1.spec) == (64, 2, 4, 16, 32, 4) and (k2.local_size, *k2.spec) == (64, 4, 2, 32, 16, 8)
     # float64 keeps its tiles in the source (an array of doubles stays in memory on NVIDIA)
     d = vnp.asarray(RNG.uniform(-1, 1, (40, 24)))
-    mm.set_tiling(mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4))
-    try:
+    with device.using(matmul_tiling=mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4)):
         jf = vkml.jit(lambda x: x @ x.T)
         jf(d)
         assert jf._entry((d,))[0][0].lowered.dispatches[0].kernel.spec == ()
+
+
+def test_set_tiling_forces_the_profile_tiling():
+    """`set_tiling` is the profile's `matmul_tiling` (so jit compiles apart for it); None
+    restores the device's choice."""
+    t = mm.Tiling("shared", tm=2, tn=4, bm=16, bn=32, bk=4)
+    mm.set_tiling(t)
+    try:
+        assert device.get().profile.matmul_tiling == t
+        assert mm.choose_tiling(device.get(), np.float32, 64, 64, 64) == t
     finally:
         mm.set_tiling(None)
+    assert device.get().profile.matmul_tiling is None
 
 
-def _with_and_without(monkeypatch, flag: str, f, args):
-    """Results and kernel sources of vkml.jit(f)(*args) with mm.<flag> on and off."""
+def _with_and_without(flag: str, f, args):
+    """Results and kernel sources of vkml.jit(f)(*args) under the device's profile (True)
+    and with the profile field flag off (False)."""
     import vkml
     got, srcs = {}, {}
     for on in (True, False):
-        monkeypatch.setattr(mm, flag, on)
-        jf = vkml.jit(f)
-        got[on] = np.asarray(jf(*args))
-        srcs[on] = [d.kernel.source for d in jf._entry(tuple(args))[0][0].lowered.dispatches]
+        with device.using() if on else device.using(**{flag: False}):
+            jf = vkml.jit(f)
+            got[on] = np.asarray(jf(*args))
+            srcs[on] = [d.kernel.source for d in jf._entry(tuple(args))[0][0].lowered.dispatches]
     return got, srcs
 
 
@@ -542,13 +532,11 @@ def _with_and_without(monkeypatch, flag: str, f, args):
                          ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
 @pytest.mark.parametrize("epi", ["none", "bias-relu", "mask"])
 @pytest.mark.parametrize("sub", ["device", "cpu-narrow", "cpu-ssbo"])
-def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub, monkeypatch):
+def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub):
     """A B^T product whose lanes' rows of B^T would share a cache set takes its columns
     one lane apart and shuffles them back (`interleave`): the same bits as without, and
     NumPy's values, with epilogues, batches and partial column tiles."""
     import vkml
-    if sub.endswith("-ssbo"):
-        _storage_only(monkeypatch)
     sa, sb = shapes
     a, b, _, bt, _, _ = _transposed_inputs(sa, sb, "B.T")
     bias = RNG.uniform(-1, 1, sb[-1]).astype(np.float32)
@@ -560,20 +548,18 @@ def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub, monkeypatch):
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     want = {"none": want, "bias-relu": np.maximum(want + bias, 0.0), "mask": want * (mask > 0)}[epi]
     args = [vnp.asarray(v) for v in (a, bt, bias, mask)]
-    mm.set_tiling(TILINGS[sub])
-    try:
-        got, srcs = _with_and_without(monkeypatch, "INTERLEAVE", f, args)
-        from vkml.vulkan import runtime
-        dev = runtime.get().dev
+    with device.using(**_variant(sub)):
+        got, srcs = _with_and_without("matmul_interleave", f, args)
+        dev = device.get()
         t = mm.choose_tiling(dev, np.float32, sa[-2], sb[-1], sa[-1])
-        expect = dev.profile.cpu and mm.interleave(True, dev.subgroup_size, t.tn, sa[-1], 4)
-        assert any("uw_l0" in s for s in srcs[True]) == expect
-        if sub == "device" and sa == (40, 256):
-            assert expect == dev.profile.cpu
-        np.testing.assert_array_equal(got[True], got[False])
-        np.testing.assert_allclose(got[True], want, rtol=0, atol=64 * EPS32 * np.sqrt(sa[-1]) * 4)
-    finally:
-        mm.set_tiling(None)
+        expect = (dev.profile.matmul_interleave and t.strategy == "subgroup"
+                  and mm.interleave(True, dev.subgroup_size, t.tn, sa[-1], 4))
+    assert any("uw_l0" in s for s in srcs[True]) == expect
+    assert not any("uw_l0" in s for s in srcs[False])
+    if sub == "device" and sa == (40, 256):
+        assert expect == dev.profile.cpu
+    np.testing.assert_array_equal(got[True], got[False])
+    np.testing.assert_allclose(got[True], want, rtol=0, atol=64 * EPS32 * np.sqrt(sa[-1]) * 4)
 
 
 
@@ -581,7 +567,7 @@ def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub, monkeypatch):
 @pytest.mark.parametrize("shapes", [((256, 64), (64, 10)), ((2, 3, 70, 33), (3, 33, 5)), ((130, 7), (7, 1))],
                          ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
 @pytest.mark.parametrize("epi", ["none", "bias", "leaf", "rows"])
-def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monkeypatch):
+def test_few_columns_computed_as_the_transposed_product(which, shapes, epi):
     """C with fewer columns than a subgroup has lanes (and rows for four subgroups) is
     computed as C^T = B^T A^T and stored transposed (`swap_small_n`): the same bits as
     without, and NumPy's values, for every operand layout and epilogue kind (a bias
@@ -602,8 +588,8 @@ def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monk
     want = {"none": p, "bias": np.maximum(p + bias, 0.0), "leaf": leaf - 0.5 * p, "rows": p * rows}[epi]
     args = [vnp.asarray(v) for v in (at, bt, bias, leaf, rows)]
     dev = runtime.get().dev
-    expect = dev.profile.cpu and mm.swap_small_n(dev.subgroup_size, sa[-2], sb[-1])
-    got, srcs = _with_and_without(monkeypatch, "SWAP", f, args)
+    expect = dev.profile.matmul_swap and mm.swap_small_n(dev.subgroup_size, sa[-2], sb[-1])
+    got, srcs = _with_and_without("matmul_swap", f, args)
     for on in (True, False):
         assert any("* M + row0" in s for s in srcs[on]) == (on and expect)
     np.testing.assert_array_equal(got[True], got[False])
@@ -612,9 +598,10 @@ def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monk
 
 @pytest.mark.parametrize("which", ["none", "A.T", "B.T", "both"])
 @pytest.mark.parametrize("k", [10, 23, 3])
-def test_k_past_the_last_whole_chunk_is_one_masked_chunk(which, k, monkeypatch):
+def test_k_past_the_last_whole_chunk_is_one_masked_chunk(which, k):
     """The k left after the whole chunks run as one more chunk with clamped loads and
-    zeroed products (`TAIL_CHUNK`): NumPy's values and the step-by-step loop's, and an
+    zeroed products (`Profile.matmul_tail_chunk`, CPU devices): NumPy's values and the
+    step-by-step loop's, and an
     inf or nan in the last column of k stays where it belongs (inf * 0 never enters)."""
     import vkml
     a, b, at, bt, ta, tb = _transposed_inputs((70, k), (k, 40), which)
@@ -626,7 +613,7 @@ def test_k_past_the_last_whole_chunk_is_one_masked_chunk(which, k, monkeypatch):
     f = lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y)
     with np.errstate(invalid="ignore"):
         want = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    got, _ = _with_and_without(monkeypatch, "TAIL_CHUNK", f, [vnp.asarray(at), vnp.asarray(bt)])
+    got, _ = _with_and_without("matmul_tail_chunk", f, [vnp.asarray(at), vnp.asarray(bt)])
     for g in got.values():
         np.testing.assert_array_equal(np.isnan(g), np.isnan(want))
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=64 * EPS32 * np.sqrt(k), equal_nan=True)

@@ -27,6 +27,12 @@ def _dtypes(sp) -> str:
     return ", ".join(str(np.dtype(d)) for d in sp.dtypes)
 
 
+def _kernel_path(kernel: str) -> str:
+    """The family's module, or its package where the family is one (`lower/matmul/`)."""
+    pkg = Path(__file__).resolve().parents[1] / "vulkan" / "lower" / kernel
+    return f"`vkml/vulkan/lower/{kernel}/`" if pkg.is_dir() else f"`vkml/vulkan/lower/{kernel}.py`"
+
+
 def page(kind: OpKind) -> str:
     """The markdown page of one operator."""
     sp = SPECS[kind]
@@ -48,7 +54,7 @@ def page(kind: OpKind) -> str:
         f"| attributes | {attrs} |",
         f"| shape rule | {sp.extra['shape']} |",
         f"| dtypes | {_dtypes(sp)} |",
-        f"| kernel | {'`vkml/vulkan/lower/' + sp.kernel + '.py`' if sp.kernel else 'none (bound to a buffer)'} |",
+        f"| kernel | {_kernel_path(sp.kernel) if sp.kernel else 'none (bound to a buffer)'} |",
         f"| gradient group | {_GROUP[sp.grad]} |",
         f"| gradient | {grad} |",
         "",

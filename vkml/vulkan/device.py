@@ -143,14 +143,19 @@ class Profile:
     # (end of reduce fields)
 
     # ---- matmul (`lower/matmul`)
-    matmul_texels: bool = False
-    matmul_vec4: bool = True
-    matmul_prefetch: bool = False
-    matmul_wide_stores: bool = True
-    matmul_interleave: bool = True
-    matmul_swap: bool = True
-    matmul_tail_chunk: bool = True
-    matmul_spec_tiles: bool = True
+    matmul_texels: bool = False       # the subgroup kernel reads float32 operands and epilogue leaves as texels
+    matmul_vec4: bool = True          # GPU tilings: the vec4 shared kernel where it fits
+    matmul_prefetch: bool = False     # ... with register prefetch, for a forced tiling
+    matmul_wide_stores: bool = True   # the subgroup kernel stores runs of columns as one value
+    # the subgroup kernel's CPU-tuned variants (on for CPU devices in `profile_for`):
+    matmul_interleave: bool = False   # B^T columns one lane apart where rows would share a cache set
+    matmul_swap: bool = False         # C^T = B^T A^T for fewer columns than lanes
+    matmul_tail_chunk: bool = False   # k past the last whole chunk as one masked chunk
+    matmul_spec_tiles: bool = True    # GPU kernels take their tiling as specialisation constants
+    # the shared kernel's register-tile rows / columns adjacent in shared memory (read as
+    # runs) instead of a workgroup row apart: measured slower, kept for comparison
+    matmul_contiguous: tuple = (False, False)
+    matmul_tiling: object = None      # a forced `lower.matmul.Tiling` (tuning, tests), else per device
     # (end of matmul fields)
 
     # ---- scan, softmax, window, index (`lower/scan.py` ...)
@@ -178,6 +183,7 @@ def profile_for(driver: str, device_type: int, has_int64: bool, max_storage_buff
     base = dict(driver=driver, cpu=cpu, layout="cpu" if cpu else "gpu", max_leaves=leaves,
                 cores=os.cpu_count() or 1)
     base["fuse"] = os.environ.get("VKML_FUSION", "1").strip().lower() not in ("0", "false", "off", "no")
+    base.update(matmul_interleave=cpu, matmul_swap=cpu, matmul_tail_chunk=cpu)
     if driver == "lavapipe":
         return Profile(**base, workers=lavapipe_workers(), merge=True, dynamic=True, hoist_meta=8,
                        texels=True, matmul_texels=True, wide_loads=has_int64, large_groups=True,
