@@ -5,12 +5,13 @@ ALIGN = 256   # byte alignment of scratch regions (covers any storage offset ali
 
 
 def device_kind(override: str | None = None) -> str:
-    """'cpu' (lanes stream contiguous runs) or 'gpu' (threads interleave loads); a
-    family's STRATEGY override (tests) wins over the device type."""
+    """The device profile's layout, 'cpu' (lanes stream contiguous runs) or 'gpu'
+    (threads interleave loads); a family's STRATEGY override wins. Transitional: families
+    read `ctx.profile.layout` (reduce does); this goes once scan, softmax and fusion do."""
     if override is not None:
         return override
     from ..device import get
-    return "cpu" if get().profile.cpu else "gpu"
+    return get().profile.layout
 
 
 def cdiv(a: int, b: int) -> int:
