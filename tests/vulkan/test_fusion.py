@@ -165,7 +165,7 @@ def _reduce_cases():
 
 @pytest.fixture(params=["cpu", "gpu"])
 def layout(request):
-    with vkml.vulkan.device.using(layout=request.param):
+    with using(layout=request.param):
         yield request.param
 
 

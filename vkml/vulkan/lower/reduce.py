@@ -53,7 +53,8 @@ from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
 from ..kernels import texel_format
 from ..program import Meta, Program
-from .elementwise import math_lib, progression
+from .elementwise import progression
+from .expressions import math_library
 from .fill import fill_view
 from .sizing import cdiv, round_up
 
@@ -469,14 +470,6 @@ def schema(K: int, Q: int, modes: tuple = (), n_epi: int = 0) -> Meta:
     return Meta(*f)
 
 
-def _math(prog: Program, double: bool) -> None:
-    """The math library a fused region calls (math64 needs math32)."""
-    f = math_lib("float")
-    prog.library("math32", f)
-    if double:
-        prog.library("math64", math_lib("double")[len(f):])
-
-
 @lru_cache(maxsize=None)
 def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec: int,
             first: bool, final: bool, pro: tuple | None = None, epi: tuple | None = None,
@@ -552,7 +545,7 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
         ident = f"{A}({ident[len(T) + 1:-1]})"
     fused = [f for f in (pro, epi) if f is not None]
     if any(f[1] for f in fused):
-        _math(prog, any(f[2] for f in fused))
+        math_library(prog, any(f[2] for f in fused))
     if pro is not None:
         prog.add(pro[0], names=("pro",))
     if epi is not None:
