@@ -165,10 +165,8 @@ def _reduce_cases():
 
 @pytest.fixture(params=["cpu", "gpu"])
 def layout(request):
-    old = reduce_mod.STRATEGY
-    reduce_mod.STRATEGY = request.param
-    yield request.param
-    reduce_mod.STRATEGY = old
+    with using(layout=request.param):
+        yield request.param
 
 
 def _reduce(kind, x, axes, keepdims=False):

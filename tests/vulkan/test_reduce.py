@@ -13,11 +13,9 @@ import pytest
 
 import vkml
 import vkml.numpy as vnp
+import vkml.vulkan.device
 from vkml.array import bind
 from vkml.trace.ops import OpKind
-from vkml.vulkan.lower import reduce as reduce_mod
-from vkml.vulkan.lower import scan as scan_mod
-from vkml.vulkan.lower import softmax as softmax_mod
 
 from tests.ops.cases_reduce import softmax_ref
 
@@ -30,14 +28,9 @@ _NP = {OpKind.Sum: np.sum, OpKind.Mean: np.mean, OpKind.Max: np.max, OpKind.Min:
 
 @pytest.fixture(params=["cpu", "gpu"])
 def layout(request):
-    """Force one access layout in every kernel family of this file."""
-    mods = (reduce_mod, scan_mod, softmax_mod)
-    old = [m.STRATEGY for m in mods]
-    for m in mods:
-        m.STRATEGY = request.param
-    yield request.param
-    for m, o in zip(mods, old):
-        m.STRATEGY = o
+    """Force one access layout in every kernel family of this file (the profile's)."""
+    with vkml.vulkan.device.using(layout=request.param):
+        yield request.param
 
 
 def _run(op, x, **attrs) -> np.ndarray:
@@ -323,29 +316,31 @@ def test_cpu_plan_small_reductions_in_one_pass():
 
 @pytest.mark.parametrize("how", ["cpu", "gpu"])
 def test_no_thread_walks_past_the_loop_limit(how):
-    """lavapipe ends any shader loop after 65535 iterations: every plan keeps one thread's
-    run within MAX_RUN loads, however many outputs share the device."""
+    """lavapipe ends any shader loop after 65535 iterations (`Profile.loop_limit`): every
+    plan keeps one thread's run within max_run loads, however many outputs share the
+    device; a driver without a limit gets the same plan where no run is that long."""
+    from vkml.vulkan.device import profile_for
     from vkml.vulkan.lower import reduce as rd
+    limit = profile_for("lavapipe", 4, True, 32).loop_limit
+    assert limit == 65535 and rd.max_run(limit) == 1 << 15
     for shape, axes in [((1 << 17, 100003), (1,)), ((100003, 1 << 17), (0,)), ((300001,), (0,))]:
-        for p in rd.plan(*rd.split_dims(shape, axes), how):
-            assert p.C <= rd.MAX_RUN or p.kind == "row", (shape, p)
+        for p in rd.plan(*rd.split_dims(shape, axes), how, limit):
+            assert p.C <= rd.max_run(limit) or p.kind == "row", (shape, p)
+    short = rd.split_dims((64, 4096), (1,))
+    assert rd.plan(*short, how, limit) == rd.plan(*short, how)
 
 
 @pytest.mark.parametrize("shape,axes", [((256, 256), (0,)), ((37, 1000), (1,)), ((300001,), (0,)),
                                         ((6, 7, 50), (0, 2))])
-def test_unrolled_thread_runs_match_the_loop(shape, axes, monkeypatch):
-    """Thread passes write UNROLL steps out per iteration, then finish the run in a loop:
-    the same bits as the loop alone, for runs that are and are not multiples of UNROLL
-    (with a fused prologue and epilogue)."""
-    import vkml
-    from vkml.vulkan.lower import reduce as rd
+def test_unrolled_thread_runs_match_the_loop(shape, axes):
+    """Thread passes write `Profile.reduce_unroll` steps out per iteration, then finish
+    the run in a loop: the same bits as the loop alone, for runs that are and are not
+    multiples of it (with a fused prologue and epilogue)."""
     x = vnp.asarray(RNG.standard_normal(shape).astype(np.float32))
     outs = []
-    for u in (1, rd.UNROLL):
-        monkeypatch.setattr(rd, "UNROLL", u)
-        rd.source.cache_clear()
-        outs.append(np.asarray(vkml.jit(lambda v: vnp.sum(v * v, axis=axes) * 0.5 + 1.0)(x)))
-    rd.source.cache_clear()
+    for u in (1, vkml.vulkan.device.get().profile.reduce_unroll):
+        with vkml.vulkan.device.using(reduce_unroll=u):
+            outs.append(np.asarray(vkml.jit(lambda v: vnp.sum(v * v, axis=axes) * 0.5 + 1.0)(x)))
     np.testing.assert_array_equal(outs[0], outs[1])
     want = (x.numpy().astype(np.float64) ** 2).sum(axis=axes) * 0.5 + 1.0
     np.testing.assert_allclose(outs[1], want, rtol=1e-5)

@@ -13,8 +13,9 @@ Two kernels, chosen per pass:
           contiguous run is what keeps the memory system busy there.
 When the innermost reduced axis is contiguous with an extent divisible by 4, elements
 are loaded four at a time (vec4/dvec4/ivec4) and folded at the end. On CPU devices
-float32 inputs are read as texels (`elementwise.texel_format`), a thread pass writes
-UNROLL steps out per loop iteration, and a small reduction is one pass (CPU_SERIAL).
+float32 inputs are read as texels where the profile says so (`kernels.texel_format`), a
+thread pass writes `profile.reduce_unroll` steps out per loop iteration, and a small
+reduction is one pass (CPU_SERIAL). Which devices are "CPU devices" is `profile.layout`.
 When there are few outputs and many reduced elements, each output is split over many
 workgroups/threads; partials go to scratch and the next pass reduces them, until one
 split remains. Per-thread runs are combined in blocks before joining the running value,
@@ -36,10 +37,11 @@ are int64 too), a product saturating at +-(2^31 + 1) so it cannot wrap int64 eit
 final pass sets a device check (`executor.LowerCtx.check`) where the result does not fit
 int32, and the host raises OverflowError naming the op and the shape: never a wrapped
 value. A device without shaderInt64 is refused at lowering, with the same advice.
+
+Each pass is one kernel `Program` (`program`, cached per layout key), its meta the named
+fields of `schema`, packed by name in `lower`.
 """
 from __future__ import annotations
-
-from .sizing import cdiv, device_kind, round_up
 
 from dataclasses import dataclass
 from functools import lru_cache
@@ -49,9 +51,12 @@ import numpy as np
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
-from ..kernels import binding, texel_binding
-from .elementwise import math_lib, progression, texel_format
+from ..kernels import texel_format
+from ..program import Meta, Program
+from .elementwise import progression
+from .expressions import math_library
 from .fill import fill_view
+from .sizing import cdiv, round_up
 
 ROW_MIN = 64          # GPU: inner reductions at least this long get a workgroup per output
 ITEMS = 16            # GPU: loads per thread a row split aims for
@@ -65,16 +70,19 @@ CPU_STREAMS = 1 << 12         # CPU, contiguous runs: fewer, longer streams per 
 # enough to spread over every core.
 CPU_SERIAL = 1 << 17
 CPU_LX = 64
-UNROLL = 8            # thread passes: loop steps written out per iteration
-MAX_RUN = 1 << 15     # loads one thread may walk: lavapipe ends any loop at 65535 iterations
 BLOCK = 32            # serial loads combined before joining the running value
-STRATEGY: str | None = None   # "cpu" or "gpu" forces a layout (tests); None: by device
 _ARG = (OpKind.ArgMax, OpKind.ArgMin)
 
 
-def strategy() -> str:
-    """'cpu' (lanes stream contiguous runs) or 'gpu' (threads interleave loads)."""
-    return device_kind(STRATEGY)
+def max_run(loop_limit: int) -> int:
+    """The loads one thread may walk under a driver that ends any loop after loop_limit
+    iterations (`Profile.loop_limit`; lavapipe's gallivm loop limiter): the largest power
+    of two within it. 0: no limit.
+
+    >>> max_run(65535), max_run(0)
+    (32768, 0)
+    """
+    return 1 << (loop_limit.bit_length() - 1) if loop_limit > 0 else 0
 
 
 # --------------------------------------------------------------------------- planning
@@ -115,7 +123,12 @@ def _prod(dims) -> int:
 class Pass:
     """One dispatch: n_out outputs, each over R loads split into S runs of C loads.
 
-    kept/red are in units of loads (`vec` elements each)."""
+    kept/red are in units of loads (`vec` elements each).
+
+    >>> p, = plan(*split_dims((16, 64), (1,)), "cpu")
+    >>> p.kind, p.n_out, p.R, p.vec, p.final
+    ('thread', 16, 16, 4, True)
+    """
     kind: str                 # "row" or "thread"
     kept: tuple
     red: tuple
@@ -136,8 +149,14 @@ def _row_lx(R: int) -> int:
     return 256 if R >= 2048 else 128 if R >= 512 else 64
 
 
-def plan(kept, red, how: str = "gpu") -> list[Pass]:
-    """The passes reducing (kept, red): each pass's partials feed the next."""
+def plan(kept, red, how: str = "gpu", loop_limit: int = 0) -> list[Pass]:
+    """The passes reducing (kept, red) in layout how ("cpu" or "gpu", `Profile.layout`)
+    on a driver ending loops after loop_limit iterations (0: never): each pass's partials
+    feed the next. Eight long rows on a GPU: 64 partials per row, then a row over them.
+
+    >>> [(p.kind, p.S) for p in plan(*split_dims((8, 1 << 20), (1,)), "gpu")]
+    [('row', 64), ('row', 1)]
+    """
     passes = []
     first = True
     while True:
@@ -162,8 +181,8 @@ def plan(kept, red, how: str = "gpu") -> list[Pass]:
             S = min(cdiv(max(Rv, 1), CHUNK), max(1, target // n_out))
             if how == "cpu" and n_out * Rv <= CPU_SERIAL and Rv <= BLOCK * BLOCK:
                 S = 1
-            # lavapipe stops a loop after 65535 iterations (gallivm's loop limiter)
-            S = max(S, cdiv(Rv, MAX_RUN))
+            if loop_limit:
+                S = max(S, cdiv(Rv, max_run(loop_limit)))
             C = cdiv(max(Rv, 1), S)
             S = cdiv(max(Rv, 1), C)
             passes.append(Pass("thread", kv, rv, n_out, Rv, S, C, CPU_LX if how == "cpu" else 256,
@@ -182,13 +201,21 @@ def _wide_leaves(modes, n: int, vec: int) -> list[bool]:
 
 
 def is_wide(op: OpKind, dtype) -> bool:
-    """An int32 Sum or Prod: accumulated in int64 and checked against int32 at the end."""
+    """An int32 Sum or Prod: accumulated in int64 and checked against int32 at the end.
+
+    >>> is_wide(OpKind.Sum, np.int32), is_wide(OpKind.Max, np.int32)
+    (True, False)
+    """
     return op in (OpKind.Sum, OpKind.Prod) and np.dtype(dtype) == dt.int32
 
 
 def overflow_error(op: str, shape, axes, dev_name: str | None = None):
     """The OverflowError (or, with dev_name, the refusal) for an int32 accumulation whose
-    result does not fit int32."""
+    result does not fit int32.
+
+    >>> type(overflow_error("Sum", (4,), (0,))).__name__
+    'OverflowError'
+    """
     hint = "cast the input to float64 first (x.astype('float64'))"
     if dev_name is not None:
         return dt.DTypeError(f"{op}: an int32 {op} of shape {tuple(shape)} accumulates in int64 so that "
@@ -201,14 +228,25 @@ def overflow_error(op: str, shape, axes, dev_name: str | None = None):
 def is_pair(op: OpKind, dtype) -> bool:
     """Ops whose running value is a (value, int) pair: ArgMax/ArgMin carry the index,
     a float Prod carries a mantissa and a binary exponent (so no partial product can
-    overflow or underflow, whatever the order and the magnitudes)."""
+    overflow or underflow, whatever the order and the magnitudes).
+
+    >>> is_pair(OpKind.Prod, np.float32), is_pair(OpKind.Prod, np.int32), is_pair(OpKind.ArgMin, np.int32)
+    (True, False, True)
+    """
     return op in _ARG or (op is OpKind.Prod and dt.is_float(dtype))
 
 
 def fused_dims(shape, axes, loads) -> tuple[list, list, list]:
     """split_dims for a reduction reading a fused prologue: axes merge only where the
     virtual contiguous input and every load's strides allow it. Returns (kept, red,
-    per-load (kept strides, reduced strides)), kept/red as in split_dims."""
+    per-load (kept strides, reduced strides)), kept/red as in split_dims. loads are the
+    region's (leaf, offset, strides over the input's shape).
+
+    >>> fused_dims((2, 3, 4), (2,), [(0, 0, (12, 4, 1))])      # one contiguous load
+    ([(6, 4)], [(4, 1)], [((4,), (1,))])
+    >>> fused_dims((2, 3, 4), (2,), [(0, 0, (1, 2, 6))])       # a transposed one
+    ([(2, 12), (3, 4)], [(4, 1)], [((1, 2), (6,))])
+    """
     vst = contiguous_strides(shape)
     dims = [(n, i in axes, (vst[i],) + tuple(l[2][i] for l in loads))
             for i, n in enumerate(shape) if n != 1]
@@ -227,7 +265,7 @@ def fused_dims(shape, axes, loads) -> tuple[list, list, list]:
     return kept, red, per
 
 
-def _layout(node, prologue=None):
+def _layout(node, prologue, profile):
     """The passes of node and the byte (offset, size) of each non-final pass's partial
     values and ints in scratch."""
     if prologue is None:
@@ -236,7 +274,7 @@ def _layout(node, prologue=None):
         kept, red, _ = fused_dims(node.inputs[0].shape, node.attrs["axes"], prologue.loads)
     if node.size == 0 or _prod(red) == 0:
         return [], []
-    passes = plan(kept, red, strategy())
+    passes = plan(kept, red, profile.layout, profile.loop_limit)
     isz = 8 if is_wide(node.op, node.inputs[0].dtype) else dt.itemsize(node.inputs[0].dtype)
     pair = is_pair(node.op, node.inputs[0].dtype)
     regions, off = [], 0
@@ -250,9 +288,19 @@ def _layout(node, prologue=None):
     return passes, regions
 
 
-def scratch_bytes(node, prologue=None) -> int:
-    """Scratch for the partials of split reductions (0 when one pass suffices)."""
-    _, regions = _layout(node, prologue)
+def scratch_bytes(node, prologue=None, profile=None) -> int:
+    """Scratch for the partials of split reductions (0 when one pass suffices) under
+    profile (default: the device's: the executor plans under the profile it lowers with).
+
+    >>> import vkml, vkml.numpy as vnp
+    >>> g = vkml.make_graph(lambda x: x.sum(), vnp.ones((1 << 20,)))
+    >>> scratch_bytes(g.outputs[0]) > 0
+    True
+    """
+    if profile is None:
+        from ..device import get
+        profile = get().profile
+    _, regions = _layout(node, prologue, profile)
     if not regions:
         return 0
     (vo, vs), (io, is_) = regions[-1]
@@ -288,9 +336,10 @@ def _vtype(T: str) -> str:
     return {"float": "vec4", "double": "dvec4", "int": "ivec4"}[T]
 
 
-def _functions(op: OpKind, dtype, vec: int) -> str:
-    """comb (scalar and, when loads are vectors, vector) plus sg_red for single-value
-    ops, or prod_final for the mantissa/exponent product."""
+def _functions(op: OpKind, dtype, vec: int, row: bool) -> tuple[str, tuple]:
+    """comb (scalar and, when loads are vectors, vector) plus, for a row pass of a
+    single-value op, its subgroup reduction sg_red, or prod_final for the
+    mantissa/exponent product; and the names they declare."""
     T = dt.glsl_type(dtype)
     V = _vtype(T)
     fl = dt.is_float(dtype)
@@ -307,7 +356,7 @@ def _functions(op: OpKind, dtype, vec: int) -> str:
         out.append(f"int64_t comb(int64_t a, int64_t b) {{ return {e.format('int64_t')}; }}\n")
         if vec > 1:
             out.append(f"i64vec4 comb(i64vec4 a, i64vec4 b) {{ return {e.format('i64vec4')}; }}\n")
-        return "".join(out)
+        return "".join(out), ("comb",)
     if op is OpKind.Prod and fl:
         # (mantissa in [0.5, 1), exponent): each step renormalises; inf/nan/0 stay as is
         emax, emin = (128, -149) if T == "float" else (1024, -1074)
@@ -328,7 +377,7 @@ def _functions(op: OpKind, dtype, vec: int) -> str:
                    f"  if (e > {emax}) return m * {_lit(T, 'inf')};\n"
                    f"  if (e < {emin}) return {zero};\n"
                    "  return ldexp(ldexp(m, e / 2), e - e / 2);\n}\n")
-        return "".join(out)
+        return "".join(out), ("comb", "prod_final")
     if op in _ARG:
         if fl:
             better = f"(vb {cmp} va || (isnan(vb) && !isnan(va)))"
@@ -345,7 +394,7 @@ def _functions(op: OpKind, dtype, vec: int) -> str:
             out.append(f"void comb(inout {V} va, inout ivec4 ia, {V} vb, ivec4 ib) {{\n"
                        f"  bvec4 take = bvec4({vbetter} | ({veq} & uvec4(lessThan(ib, ia))));\n"
                        f"  va = mix(va, vb, take); ia = mix(ia, ib, take);\n}}\n")
-        return "".join(out)
+        return "".join(out), ("comb",)
     if op in (OpKind.Sum, OpKind.Mean):
         expr, vexpr, sg = "a + b", "a + b", "subgroupAdd(v)"
     elif op is OpKind.Prod:
@@ -365,57 +414,82 @@ def _functions(op: OpKind, dtype, vec: int) -> str:
     out.append(f"{T} comb({T} a, {T} b) {{ return {expr}; }}\n")
     if vec > 1:
         out.append(f"{V} comb({V} a, {V} b) {{ return {vexpr}; }}\n")
+    if not row:
+        return "".join(out), ("comb",)
     out.append(f"{T} sg_red({T} v) {{ return {sg}; }}\n")
-    return "".join(out)
+    return "".join(out), ("comb", "sg_red")
 
 
-def _decompose(var: str, prefix: str, dims_base: int, rank: int) -> list[str]:
-    """GLSL splitting int `var` into digits prefix0..prefix{rank-1} over meta extents
-    (the top digit keeps the whole quotient)."""
+def _decompose(prog: Program, var: str, prefix: str, extents: str, rank: int) -> list[str]:
+    """GLSL splitting int `var` into digits prefix0..prefix{rank-1} over the meta field
+    extents (the top digit keeps the whole quotient)."""
     lines = [f"  int rem_{prefix} = {var};"]
     for j in range(rank - 1, 0, -1):
-        lines.append(f"  int {prefix}{j} = rem_{prefix} % meta[{dims_base + j}]; "
-                     f"rem_{prefix} /= meta[{dims_base + j}];")
+        n = prog.m(extents, j)
+        lines.append(f"  int {prefix}{j} = rem_{prefix} % {n}; rem_{prefix} /= {n};")
     if rank:
         lines.append(f"  int {prefix}0 = rem_{prefix};")
     return lines
 
 
-def _offset(prefix: str, strides_base: int, rank: int) -> str:
-    return " + ".join([f"{prefix}{j} * meta[{strides_base + j}]" for j in range(rank)]) or "0"
+def _offset(prog: Program, prefix: str, strides: str, rank: int) -> str:
+    return " + ".join([f"{prefix}{j} * {prog.m(strides, j)}" for j in range(rank)]) or "0"
 
 
-def _advance(rank: int, dims_base: int) -> list[str]:
+def _advance(prog: Program, rank: int, extents: str) -> list[str]:
     """Add the step's digits d* to the coordinates c*, carrying (each digit < extent), so
     the loop needs no division."""
     if rank == 0:
         return []
     lines = ["      int cy = 0;"]
     for j in range(rank - 1, 0, -1):
-        lines.append(f"      c{j} += d{j} + cy; cy = 0; "
-                     f"if (c{j} >= meta[{dims_base + j}]) {{ c{j} -= meta[{dims_base + j}]; cy = 1; }}")
+        n = prog.m(extents, j)
+        lines.append(f"      c{j} += d{j} + cy; cy = 0; if (c{j} >= {n}) {{ c{j} -= {n}; cy = 1; }}")
     lines.append("      c0 += d0 + cy;")
     return lines
 
 
+def schema(K: int, Q: int, modes: tuple = (), n_epi: int = 0) -> Meta:
+    """The meta of a pass over K kept and Q reduced dimensions: n_out outputs, each over
+    R loads split into S runs of C; count, the whole reduction's element count (Mean
+    divides by it); the kept and reduced (extent, stride) pairs in units of loads. A
+    first pass with a fused prologue goes on, per load j in `modes` ((leaf, mode), ...),
+    with its base offset `lj_base` and its kept and reduced strides (`lj_kst`, `lj_rst`),
+    and for a gather (mode 'g') the step between its four elements `lj_q`; a final pass
+    with a fused epilogue reading n_epi tensors, with their offsets `epi_off`.
+
+    >>> schema(1, 2, ((0, "g"),), 1).fields[-5:]
+    (('l0_base', 1), ('l0_kst', 1), ('l0_rst', 2), ('l0_q', 1), ('epi_off', 1))
+    """
+    f = [("n_out", 1), ("R", 1), ("S", 1), ("C", 1), ("count", 1),
+         ("kept_n", K), ("kept_st", K), ("red_n", Q), ("red_st", Q)]
+    for j, (_, m) in enumerate(modes):
+        f += [(f"l{j}_base", 1), (f"l{j}_kst", K), (f"l{j}_rst", Q)] + ([(f"l{j}_q", 1)] if m == "g" else [])
+    if n_epi:
+        f.append(("epi_off", n_epi))
+    return Meta(*f)
+
+
 @lru_cache(maxsize=None)
-def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec: int,
-           first: bool, final: bool, pro: tuple | None = None, epi: tuple | None = None,
-           tex: tuple = ()) -> str:
-    """GLSL for one pass.
+def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec: int,
+            first: bool, final: bool, pro: tuple | None = None, epi: tuple | None = None,
+            tex: tuple = (), unroll: int = 8) -> Program:
+    """The kernel of one pass (meta: `schema`).
 
-    meta = [n_out, R, S, C, count, kept extents, kept strides, reduced extents, reduced
-    strides]; count is the whole reduction's element count (Mean divides by it).
+    A first pass with `pro` = (function, uses math, double, leaf types, ((leaf, mode), ...),
+    per leaf its (start, step) progression or None) reads its elements through the fused
+    prologue `pro(...)` of its loads instead of src: mode 'v' is a vector load, 's' one
+    scalar for all lanes of a vector, 'g' a gather. A final pass with `epi` = (function,
+    uses math, double, out type, leaf types, ((leaf or -1, 'i' or 's'), ...)) stores
+    `epi(...)` of the reduced value (leaf -1) and of its other loads (at the output's
+    index, or one scalar). tex: per input (src, or the prologue's leaves) the texel format
+    it is read through, or None (`kernels.texel_format`). unroll: loop steps a thread pass
+    writes out per iteration (`Profile.reduce_unroll`).
 
-    A first pass with `pro` = (function, uses math, double, leaf types, ((leaf, mode), ...))
-    reads its elements through the fused prologue `pro(...)` of its loads instead of x:
-    meta then goes on with [offset, kept strides, reduced strides (, gather step)] per load;
-    mode 'v' is a vector load, 's' one scalar for all lanes of a vector, 'g' a gather.
-    A final pass with `epi` = (function, uses math, double, out type, leaf types,
-    ((leaf or -1, 'i' or 's'), ...)) stores `epi(...)` of the reduced value (leaf -1) and
-    of its other loads (at the output's index, or one scalar), with one offset each in
-    meta after the prologue's. tex: per input (x, or the prologue's leaves) whether it is
-    read as float32 texels (`elementwise.texel_format`)."""
+    >>> p = program(OpKind.Sum, "float32", "thread", 1, 1, 64, 4, True, True)
+    >>> p.name, [b.name for b in p.bindings], p.meta.size
+    ('Sum_thread', ['ov', 'src'], 9)
+    """
     dtype = np.dtype(dtype_name)
     T = dt.glsl_type(dtype)
     V = _vtype(T) if vec > 1 else T
@@ -423,120 +497,123 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
     arg = op in _ARG
     pair = is_pair(op, dtype)
     w64 = is_wide(op, dtype)
-    # A/AV: the running value's type (int64 for an int32 Sum/Prod), XV: what x holds
+    # A/AV: the running value's type (int64 for an int32 Sum/Prod), XV: what src holds
     A, AV = ("int64_t", "i64vec4" if vec > 1 else "int64_t") if w64 else (T, V)
     XV = AV if w64 and not first else V
-    KN, KS = 5, 5 + K
-    QN, QS = 5 + 2 * K, 5 + 2 * K + Q
     pro = pro if first else None
     epi = epi if final else None
+    row = kind == "row"
+    prog = Program(f"{op.value}_{kind}" + ("_pro" if pro is not None else "")
+                   + ("_epi" if epi is not None else ""), local_size=lx)
+    prog.meta = schema(K, Q, pro[4] if pro is not None else (),
+                       sum(1 for l, _ in epi[5] if l >= 0) if epi is not None else 0)
+    m = prog.m
     # bindings: outputs first (values, unless a final arg pass; then the pair's ints
     # where they go on), then the inputs
-    b = []
     if epi is not None:
-        b.append(binding(len(b) + 1, epi[3], "oe"))
+        prog.buffer("oe", epi[3])
     else:
         if not (arg and final):
-            b.append(binding(len(b) + 1, T if final else A, "ov"))
+            prog.buffer("ov", T if final else A)
         if pair and (arg or not final):
-            b.append(binding(len(b) + 1, "int", "oi"))
+            prog.buffer("oi", "int")
     wide = _wide_leaves(pro[4], len(pro[3]), vec) if pro is not None else []
 
-    def is_tex(j: int) -> bool:
-        return j < len(tex) and tex[j]
+    def fmt(j: int):
+        return tex[j] if j < len(tex) else None
+
     def ld(buf: str, j: int, idx: str, w: int) -> str:
-        if not is_tex(j):
+        if fmt(j) is None:
             return f"{buf}[{idx}]"
         return f"texelFetch({buf}, {idx})" + (".x" if w == 1 else "")
     if pro is not None:
         for j, t in enumerate(pro[3]):
-            b.append(texel_binding(len(b) + 1, f"y{j}") if is_tex(j) else
-                     binding(len(b) + 1, _vtype(t) if wide[j] else t, f"y{j}", readonly=True))
+            prog.buffer(f"y{j}", _vtype(t) if wide[j] else t, readonly=True, texel=fmt(j))
     else:
-        b.append(texel_binding(len(b) + 1, "x") if is_tex(0) else binding(len(b) + 1, XV, "x", readonly=True))
+        prog.buffer("src", XV, readonly=True, texel=fmt(0))
     if pair and not first:
-        b.append(binding(len(b) + 1, IV, "xi", readonly=True))
+        prog.buffer("xi", IV, readonly=True)
     if epi is not None:
         for j, t in enumerate(epi[4]):
-            b.append(binding(len(b) + 1, t, f"z{j}", readonly=True))
+            prog.buffer(f"z{j}", t, readonly=True)
     if w64 and final:
-        b.append(binding(len(b) + 1, "int", "err"))     # the device check, bound last
+        prog.buffer("err", "int")     # the device check, bound last
+    if w64:
+        prog.extension("GL_ARB_gpu_shader_int64")
     ident = _identity(op, dtype)
     if w64:
         ident = f"{A}({ident[len(T) + 1:-1]})"
-    L = (["#extension GL_ARB_gpu_shader_int64 : enable\n"] if w64 else []) + ["".join(b)]
     fused = [f for f in (pro, epi) if f is not None]
     if any(f[1] for f in fused):
-        L.append(math_lib("double" if any(f[2] for f in fused) else "float"))
-    L += [f[0] for f in fused]
-    L.append(_functions(op, dtype, vec))
-    row = kind == "row"
+        math_library(prog, any(f[2] for f in fused))
+    if pro is not None:
+        prog.add(pro[0], names=("pro",))
+    if epi is not None:
+        prog.add(epi[0], names=("epi",))
+    prog.add(*_functions(op, dtype, vec, row))
     if row:
-        L.append(f"shared {A} sv[{lx}];\n")
+        prog.shared("sv", A, lx)
         if pair:
-            L.append(f"shared int si[{lx}];\n")
-    L.append("void main() {")
-    L.append("  int n_out = meta[0]; int R = meta[1]; int S = meta[2]; int C = meta[3];")
+            prog.shared("si", "int", lx)
+        # a single-value row pass finishes through subgroup operations (`sg_red`)
+        prog.subgroups = not (w64 or pair)
+    L = [f"  int n_out = {m('n_out')}; int R = {m('R')}; int S = {m('S')}; int C = {m('C')};"]
     if row:
         L += ["  uint g = group_id();", "  if (g >= uint(n_out) * uint(S)) return;",
               "  int o = int(g) / S; int s = int(g) - o * S;",
-              "  int t = int(gl_LocalInvocationID.x);",
+              "  int t = int(lidx());",
               f"  int r = s * C + t; int step = {lx};"]
     else:
         L += ["  uint g = gidx();", "  if (g >= uint(n_out) * uint(S)) return;",
               "  int s = int(g) / n_out; int o = int(g) - s * n_out;",
               "  int r = s * C; int step = 1;"]
     L.append("  int rend = min(R, s * C + C);")
-    L += _decompose("o", "k", KN, K)
-    L.append(f"  int base = {_offset('k', KS, K)};")
-    L += _decompose("r", "c", QN, Q)
-    L += _decompose("step", "d", QN, Q)
-    at_in = f"base + {_offset('c', QS, Q)}"
-    pos = 5 + 2 * K + 2 * Q      # where the prologue's and epilogue's meta start
+    L += _decompose(prog, "o", "k", "kept_n", K)
+    L.append(f"  int base = {_offset(prog, 'k', 'kept_st', K)};")
+    L += _decompose(prog, "r", "c", "red_n", Q)
+    L += _decompose(prog, "step", "d", "red_n", Q)
+    at_in = f"base + {_offset(prog, 'c', 'red_st', Q)}"
     load_lines: list[str] = []
     if pro is not None:
         # per load: its base over the kept digits once, its address over the reduced
         # digits per element (no division in the loop)
         args = []
         ar = pro[5]
-        for j, (l, m) in enumerate(pro[4]):
+        for j, (l, md) in enumerate(pro[4]):
             t = pro[3][l]
-            L.append(f"  int b{j} = meta[{pos}] + {_offset('k', pos + 1, K)};")
-            addr = f"b{j} + {_offset('c', pos + 1 + K, Q)}"
-            pos += 1 + K + Q
+            L.append(f"  int b{j} = {m(f'l{j}_base')} + {_offset(prog, 'k', f'l{j}_kst', K)};")
+            addr = f"b{j} + {_offset(prog, 'c', f'l{j}_rst', Q)}"
             a = ar[l]
             if a is not None:    # an integer progression: computed from the index, not loaded
-                if vec == 1 or m == "s":
+                if vec == 1 or md == "s":
                     load_lines.append(f"int w{j} = {progression(a, addr)};")
                     args.append([f"w{j}"] * (1 if vec == 1 else 4))
-                elif m == "v" and wide[l]:
+                elif md == "v" and wide[l]:
                     load_lines.append(f"int w{j} = {progression(a, f'4 * ({addr})')};")
                     args.append([f"(w{j} + {a[1] * c})" for c in range(4)])
                 else:
-                    L.append(f"  int q{j} = meta[{pos}];")
-                    pos += 1
+                    L.append(f"  int q{j} = {m(f'l{j}_q')};")
                     load_lines.append(f"int w{j} = {progression(a, addr)};")
                     args.append([f"(w{j} + {a[1]} * {c} * q{j})" for c in range(4)])
                 continue
             if vec == 1:
                 load_lines.append(f"{t} w{j} = {ld(f'y{l}', l, addr, 1)};")
                 args.append([f"w{j}"])
-            elif m == "v" and wide[l]:
+            elif md == "v" and wide[l]:
                 load_lines.append(f"{_vtype(t)} w{j} = {ld(f'y{l}', l, addr, 4)};")
                 args.append([f"w{j}.{c}" for c in "xyzw"])
-            elif m == "s":
+            elif md == "s":
                 load_lines.append(f"{t} w{j} = {ld(f'y{l}', l, addr, 1)};")
                 args.append([f"w{j}"] * 4)
             else:
-                L.append(f"  int q{j} = meta[{pos}];")
-                pos += 1
+                L.append(f"  int q{j} = {m(f'l{j}_q')};")
                 load_lines.append(f"int a{j} = {addr};")
                 load_lines += [f"{t} w{j}_{c} = {ld(f'y{l}', l, f'a{j} + {c} * q{j}', 1)};" for c in range(4)]
                 args.append([f"w{j}_{c}" for c in range(4)])
         calls = [f"pro({', '.join(a[c] for a in args)})" for c in range(vec)]
         value = calls[0] if vec == 1 else f"{V}({', '.join(calls)})"
     else:
-        value = ld("x", 0, at_in, vec)
+        value = ld("src", 0, at_in, vec)
     if w64 and first:
         value = f"{AV}({value})"
     # the int carried with a loaded element: its index (arg) or exponent 0 (product)
@@ -552,15 +629,15 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
         L.append(f"  {IV} vai = {IV}({iid});")
     step_lines = (["      " + x for x in load_lines]
                   + [f"      comb(blk, bi, {value}, {idx});" if pair else f"      blk = comb(blk, {value});"]
-                  + _advance(Q, QN))
+                  + _advance(prog, Q, "red_n"))
     L += ["  while (r < rend) {",
           f"    {AV} blk = {AV}({ident});" + (f" {IV} bi = {IV}({iid});" if pair else ""),
           f"    int kend = min(rend, r + {BLOCK} * step);"]
-    if not row and not pair and UNROLL > 1:
-        # whole runs of UNROLL steps without the loop's per-iteration cost (lavapipe
+    if not row and not pair and unroll > 1:
+        # whole runs of `unroll` steps without the loop's per-iteration cost (lavapipe
         # manages an execution mask at every iteration of a loop)
-        L.append(f"    for (; r + {UNROLL - 1} * step < kend; ) {{")
-        for _ in range(UNROLL):
+        L.append(f"    for (; r + {unroll - 1} * step < kend; ) {{")
+        for _ in range(unroll):
             L += ["    {"] + step_lines + ["      r += step;", "    }"]
         L.append("    }")
     L += ["    for (; r < kend; r += step) {"] + step_lines
@@ -590,16 +667,16 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
             elif pair:
                 val = f"prod_final({v}, {i})"
             elif op is OpKind.Mean:
-                val = f"{v} / {T}(meta[4])"
+                val = f"{v} / {T}({m('count')})"
             else:
                 val = v
             if epi is not None:
-                ea, k = [], pos
+                ea, k = [], 0
                 for l, how in epi[5]:
                     if l < 0:
                         ea.append(val)
                     else:
-                        ea.append(f"z{l}[meta[{k}]" + (f" + {at}]" if how == "i" else "]"))
+                        ea.append(f"z{l}[{m('epi_off', k)}" + (f" + {at}]" if how == "i" else "]"))
                         k += 1
                 return [f"oe[{at}] = epi({', '.join(ea)});"]
             return [f"oi[{at}] = {i};"] if arg else [f"ov[{at}] = {val};"]
@@ -632,15 +709,17 @@ def source(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec:
               "v = comb(v, sv[i]);",
               "    v = sg_red(v);",
               "    if (subgroupElect()) {"] + ["      " + s for s in emit("v", None, at)] + ["    }", "  }"]
-    L.append("}")
-    return "\n".join(L) + "\n"
+    assert all(l.startswith("  ") for l in L)
+    prog.main(*(l[2:] for l in L))
+    return prog
 
 
 # --------------------------------------------------------------------------- lowering
 
-def _prologue_meta(p: Pass, per, loads, leaves) -> tuple[list, tuple]:
-    """Meta ints and the (leaf, mode) key of a first pass's prologue loads (strides in
-    units of the pass's loads: `vec` elements along the innermost reduced axis)."""
+def _prologue_meta(p: Pass, per, loads, leaves) -> tuple[dict, tuple]:
+    """The meta fields (`schema`) and the (leaf, mode) key of a first pass's prologue
+    loads (strides in units of the pass's loads: `vec` elements along the innermost
+    reduced axis)."""
     modes = []
     for (_, off, _), (ks, rs) in zip(loads, per):
         if p.vec == 1 or rs[-1] == 0:
@@ -654,14 +733,16 @@ def _prologue_meta(p: Pass, per, loads, leaves) -> tuple[list, tuple]:
     for j in range(len(leaves)):
         if any(m != "v" for (l, _, _), m in zip(loads, modes) if l == j):
             modes = ["g" if (l == j and m == "v") else m for (l, _, _), m in zip(loads, modes)]
-    meta = []
-    for (_, off, _), (ks, rs), m in zip(loads, per, modes):
+    meta = {}
+    for j, ((_, off, _), (ks, rs), m) in enumerate(zip(loads, per, modes)):
         if m == "v":
-            meta += [off // 4, *[x // 4 for x in ks], *[x // 4 for x in rs[:-1]], 1]
+            f = (off // 4, [x // 4 for x in ks], [*(x // 4 for x in rs[:-1]), 1])
         elif m == "g":
-            meta += [off, *ks, *rs[:-1], 4 * rs[-1], rs[-1]]
+            f = (off, ks, [*rs[:-1], 4 * rs[-1]])
+            meta[f"l{j}_q"] = rs[-1]
         else:
-            meta += [off, *ks, *rs]
+            f = (off, ks, rs)
+        meta[f"l{j}_base"], meta[f"l{j}_kst"], meta[f"l{j}_rst"] = f
     return meta, tuple((l, m) for (l, _, _), m in zip(loads, modes))
 
 
@@ -696,7 +777,8 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
     w64 = is_wide(op, xn.dtype)
     if w64 and not ctx.dev.has_int64:
         raise overflow_error(op.value, xn.shape, axes, ctx.dev.name)
-    passes, regions = _layout(node, None if prologue is None else preg)
+    prof = ctx.profile
+    passes, regions = _layout(node, None if prologue is None else preg, prof)
     pro_key = epi_key = None
     if prologue is not None:
         fn, math = region_function(preg, "pro")
@@ -732,15 +814,13 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
             views.append(ctx.scratch.sub(vo, vs, (m,), np.int64 if w64 else xn.dtype))
             if pair:
                 views.append(ctx.scratch.sub(io, is_, (m,), dt.int32))
-        writes = tuple(range(len(views)))
         nxt = list(views)
-        meta = [p.n_out, p.R, p.S, p.C, count]
-        meta += [n for n, _ in p.kept] + [s for _, s in p.kept]
-        meta += [n for n, _ in p.red] + [s for _, s in p.red]
-        in_at = len(views)
+        meta = {"n_out": p.n_out, "R": p.R, "S": p.S, "C": p.C, "count": count,
+                "kept_n": [n for n, _ in p.kept], "kept_st": [s for _, s in p.kept],
+                "red_n": [n for n, _ in p.red], "red_st": [s for _, s in p.red]}
         if p.first and prologue is not None:
             pm, modes = _prologue_meta(p, per, preg.loads, preg.leaves)
-            meta += pm
+            meta.update(pm)
             pro_key = pro_fn + (modes, pro_ar)
             views += list(pviews)
         else:
@@ -748,29 +828,24 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         if pair and not p.first:
             views.append(src_i)
         if p.final and epilogue is not None:
-            meta += epi_meta
+            if epi_meta:
+                meta["epi_off"] = epi_meta
             views += epi_views
         if p.final and w64:
             shape = xn.shape
-            writes += (len(views),)
             views.append(ctx.check(lambda w, o=op.value: overflow_error(o, shape, axes)))
         if p.first and prologue is not None:
             wide = _wide_leaves(modes, len(pviews), p.vec)
             fmts = [texel_format(ctx.dev, v, 4 if w else 1) for v, w in zip(pviews, wide)]
         else:
             fmts = [texel_format(ctx.dev, src_v, p.vec)]
-        texels = [None] * len(views)
-        texels[in_at:in_at + len(fmts)] = fmts
-        tex = tuple(f is not None for f in fmts)
-        body = source(op, xn.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
-                      p.first, p.final, pro_key if p.first else None, epi_key if p.final else None,
-                      tex if any(tex) else ())
-        name = f"{op.value}_{p.kind}" + ("_pro" if p.first and prologue is not None else "") + (
-            "_epi" if p.final and epilogue is not None else "")
-        k = ctx.kernel(name, body, len(views), local_size=p.lx, texels=tuple(texels))
+        tex = tuple(fmts) if any(f is not None for f in fmts) else ()
+        k = ctx.kernel(program(op, xn.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
+                               p.first, p.final, pro_key if p.first else None,
+                               epi_key if p.final else None, tex, prof.reduce_unroll))
         if p.kind == "row":
-            ctx.dispatch(k, meta, views, writes=writes, groups=p.n_out * p.S)
+            ctx.dispatch(k, meta, views, groups=p.n_out * p.S)
         else:
-            ctx.dispatch(k, meta, views, writes=writes, threads=p.n_out * p.S)
+            ctx.dispatch(k, meta, views, threads=p.n_out * p.S)
         if not p.final:
             src_v, src_i = nxt[0], (nxt[1] if pair else None)

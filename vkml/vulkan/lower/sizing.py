@@ -4,20 +4,19 @@ from __future__ import annotations
 ALIGN = 256   # byte alignment of scratch regions (covers any storage offset alignment)
 
 
-def device_kind(override: str | None = None) -> str:
-    """'cpu' (lanes stream contiguous runs) or 'gpu' (threads interleave loads); a
-    family's STRATEGY override (tests) wins over the device type."""
-    if override is not None:
-        return override
-    from ..device import get
-    return "cpu" if get().profile.cpu else "gpu"
-
-
 def cdiv(a: int, b: int) -> int:
-    """Ceiling division."""
+    """Ceiling division.
+
+    >>> cdiv(7, 2), cdiv(8, 2)
+    (4, 4)
+    """
     return -(-a // b)
 
 
 def round_up(n: int) -> int:
-    """n bytes rounded up to a whole number of ALIGN (at least one)."""
+    """n bytes rounded up to a whole number of ALIGN (at least one).
+
+    >>> round_up(0), round_up(257)
+    (256, 512)
+    """
     return cdiv(max(n, 1), ALIGN) * ALIGN
