@@ -30,7 +30,7 @@ from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind, SPECS
 from . import fusion, merge
 from .dispatch import CHECK_WORDS, Check, Dispatch, View, arm, barriers_before, raise_checks, view_of
-from .kernels import Kernel, legacy
+from .kernels import Kernel
 from .lower import elementwise
 from .memory import ALIGN, Buffer
 from .program import Program, pack
@@ -60,13 +60,9 @@ class LowerCtx:
         self.checks.append(Check(buf, error))
         return view_of(buf, (CHECK_WORDS,), dt.int32)
 
-    def kernel(self, program: Program | str, body: str | None = None, n_tensors: int = 0,
-               local_size: int = 256, texels: tuple = (), spec: tuple = ()) -> Kernel:
+    def kernel(self, program: Program) -> Kernel:
         """The kernel of a program; compiled once `lower_graph` knows which kernels `merge`
-        leaves standing. (name, GLSL body, tensor count, ...): a family not yet built on
-        programs, never merged."""
-        if not isinstance(program, Program):
-            program = legacy(program, body, n_tensors, local_size, texels, spec)
+        leaves standing."""
         return self.kernels.get(program, build=not merge.active(self.profile))
 
     def dispatch(self, kernel: Kernel, meta: Mapping | Sequence[int], views: Sequence[View],
@@ -81,15 +77,10 @@ class LowerCtx:
             return
         assert len(views) == kernel.n_tensors, (kernel.name, len(views), kernel.n_tensors)
         prog = kernel.program
-        if prog.meta is None:       # a legacy body
-            m = np.asarray(list(meta) if not isinstance(meta, np.ndarray) else meta, dtype=np.int64)
-        else:
-            m = pack(prog, meta)
+        m = pack(prog, meta)
         if m.size and (m.max() > 2**31 - 1 or m.min() < -2**31):
             raise ValueError(f"{kernel.name}: an index or size exceeds the 32-bit range kernels use")
-        if writes is None:
-            writes = (0,) if prog.meta is None else prog.writes
-        w = tuple(writes)
+        w = prog.writes if writes is None else tuple(writes)
         self.dispatches.append(Dispatch(kernel, m.astype(np.int32), list(views), w, int(groups)))
 
 
