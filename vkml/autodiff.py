@@ -415,14 +415,14 @@ def checkpoint(f: Callable, policy: str = "nothing_saveable", prevent_cse: bool 
     [1.0, 1.0]
     """
     if isinstance(policy, str):
-        _ckpt.Region.new(policy)  # validates the name now, not at first call
+        _ckpt.Segment.new(policy)  # validates the name now, not at first call
 
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         t = tracer.current()
         if t is None:
             return f(*args, **kwargs)
-        region = _ckpt.Region.new(policy)
+        region = _ckpt.Segment.new(policy)
         old = t.tag
         t.tag = region
         try:

@@ -307,11 +307,11 @@ def test_cpu_plan_small_reductions_in_one_pass():
     a second one costs more than the loads it saves."""
     from vkml.vulkan.lower import reduce as rd
     for shape, axes in [((256, 256), (0,)), ((256, 10), (0,)), ((256, 10), (1,)), ((1024,), (0,))]:
-        passes = rd.plan(*rd.split_dims(shape, axes), "cpu")
+        passes = rd.reduction_passes(*rd.split_dims(shape, axes), "cpu")
         assert len(passes) == 1 and passes[0].lx == rd.CPU_LX, (shape, passes)
     # large ones still split, so no one thread walks a long serial run
-    assert len(rd.plan(*rd.split_dims((1 << 24,), (0,)), "cpu")) > 1
-    assert len(rd.plan(*rd.split_dims((4096, 1024), (0,)), "cpu")) > 1
+    assert len(rd.reduction_passes(*rd.split_dims((1 << 24,), (0,)), "cpu")) > 1
+    assert len(rd.reduction_passes(*rd.split_dims((4096, 1024), (0,)), "cpu")) > 1
 
 
 @pytest.mark.parametrize("how", ["cpu", "gpu"])
@@ -324,10 +324,10 @@ def test_no_thread_walks_past_the_loop_limit(how):
     limit = profile_for("lavapipe", 4, True, 32).loop_limit
     assert limit == 65535 and rd.max_run(limit) == 1 << 15
     for shape, axes in [((1 << 17, 100003), (1,)), ((100003, 1 << 17), (0,)), ((300001,), (0,))]:
-        for p in rd.plan(*rd.split_dims(shape, axes), how, limit):
+        for p in rd.reduction_passes(*rd.split_dims(shape, axes), how, limit):
             assert p.C <= rd.max_run(limit) or p.kind == "row", (shape, p)
     short = rd.split_dims((64, 4096), (1,))
-    assert rd.plan(*short, how, limit) == rd.plan(*short, how)
+    assert rd.reduction_passes(*short, how, limit) == rd.reduction_passes(*short, how)
 
 
 @pytest.mark.parametrize("shape,axes", [((256, 256), (0,)), ((37, 1000), (1,)), ((300001,), (0,)),

@@ -489,7 +489,7 @@ def _pad_shape(s, a):
     return tuple(d + lo + hi for d, (lo, hi) in zip(s[0], pads))
 
 
-def _pad_dtype(d, a):
+def _same_dtype(d, a):
     return np.dtype(d[0])
 
 
@@ -517,24 +517,24 @@ def _flip_shape(s, a):
 
 
 _declare(OpKind.Reshape, arity=1, attrs=("shape",), shape_rule=_reshape_shape,
-         dtype_rule=_pad_dtype, dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         dtype_rule=_same_dtype, dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
          doc="Same elements in C order, new shape.", family="movement")
-_declare(OpKind.Permute, arity=1, attrs=("perm",), shape_rule=_permute_shape, dtype_rule=_pad_dtype,
+_declare(OpKind.Permute, arity=1, attrs=("perm",), shape_rule=_permute_shape, dtype_rule=_same_dtype,
          dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
          doc="Reorder axes: out.shape[i] = x.shape[perm[i]].", family="movement")
-_declare(OpKind.Expand, arity=1, attrs=("shape",), shape_rule=_expand_shape, dtype_rule=_pad_dtype,
+_declare(OpKind.Expand, arity=1, attrs=("shape",), shape_rule=_expand_shape, dtype_rule=_same_dtype,
          dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
          doc="Broadcast to `shape` (NumPy rules).", family="movement")
 _declare(OpKind.Slice, arity=1, attrs=("starts", "stops", "steps"), shape_rule=_slice_shape,
-         dtype_rule=_pad_dtype, dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
+         dtype_rule=_same_dtype, dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
          doc="Basic slicing with a start, stop and (non-zero) step per axis.", family="movement")
-_declare(OpKind.Pad, arity=1, attrs=("pads", "value"), shape_rule=_pad_shape, dtype_rule=_pad_dtype,
+_declare(OpKind.Pad, arity=1, attrs=("pads", "value"), shape_rule=_pad_shape, dtype_rule=_same_dtype,
          dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
          doc="Constant padding: (low, high) per axis.", family="movement")
 _declare(OpKind.Concat, arity=None, attrs=("axis",), shape_rule=_concat_shape,
          dtype_rule=_concat_dtype, dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
          doc="Join along `axis`.", family="movement")
-_declare(OpKind.Flip, arity=1, attrs=("axes",), shape_rule=_flip_shape, dtype_rule=_pad_dtype,
+_declare(OpKind.Flip, arity=1, attrs=("axes",), shape_rule=_flip_shape, dtype_rule=_same_dtype,
          dtypes=dt.ALL, kernel="movement", grad=Grad.RULE,
          doc="Reverse the order of elements along `axes`.", family="movement")
 
@@ -718,7 +718,7 @@ def _slice_bwd_shape(s, a):
 
 
 _declare(OpKind.SliceBackward, arity=1, attrs=("shape", "starts", "stops", "steps"),
-         shape_rule=_slice_bwd_shape, dtype_rule=_pad_dtype, dtypes=dt.ALL, kernel="movement",
+         shape_rule=_slice_bwd_shape, dtype_rule=_same_dtype, dtypes=dt.ALL, kernel="movement",
          grad=Grad.RULE,
          doc="Place the input at the sliced positions of zeros of `shape` (adjoint of Slice).",
          family="movement")

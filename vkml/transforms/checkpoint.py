@@ -1,6 +1,6 @@
 """Checkpointing as "re-emit that subgraph".
 
-Nodes traced inside `vkml.checkpoint(f)` carry a `Region` tag. After the backward walk,
+Nodes traced inside `vkml.checkpoint(f)` carry a `Segment` tag. After the backward walk,
 every reference from a backward node to a forward node of a region (other than what the
 policy saves) is replaced by a recomputed copy, tagged `Recompute`, so common
 subexpression merging never folds it back into the forward value; the forward
@@ -19,22 +19,22 @@ _ids = itertools.count()
 
 
 @dataclass(frozen=True)
-class Region:
+class Segment:
     """Tag of nodes traced inside one call of a checkpointed function."""
     id: int
     policy: str = "nothing_saveable"
 
     @staticmethod
-    def new(policy: str) -> "Region":
+    def new(policy: str) -> "Segment":
         if policy not in POLICIES:
             raise ValueError(f"checkpoint: unknown policy {policy!r}; valid: {', '.join(POLICIES)}")
-        return Region(next(_ids), policy)
+        return Segment(next(_ids), policy)
 
 
 @dataclass(frozen=True)
 class Recompute:
-    """Tag of a node recomputed in the backward pass for a Region."""
-    region: Region
+    """Tag of a node recomputed in the backward pass for a Segment."""
+    region: Segment
 
 
 def _saved(n: Node) -> bool:
@@ -46,14 +46,14 @@ def _saved(n: Node) -> bool:
 
 def rematerialize(forward: set[int], outputs: list[Node]) -> list[Node]:
     """outputs with backward references to unsaved region nodes replaced by recomputations."""
-    if not any(isinstance(n.tag, Region) for n in toposort(outputs)):
+    if not any(isinstance(n.tag, Segment) for n in toposort(outputs)):
         return outputs
     copies: dict[int, Node] = {}
 
-    def recompute(n: Node, region: Region | None = None) -> Node:
+    def recompute(n: Node, region: Segment | None = None) -> Node:
         """A copy of n recomputed from its region's inputs (values from outside the
         region, including other regions' outputs, are the saved residuals)."""
-        if (not isinstance(n.tag, Region) or (region is not None and n.tag != region)
+        if (not isinstance(n.tag, Segment) or (region is not None and n.tag != region)
                 or _saved(n) or n.op in (OpKind.Input, OpKind.Const)):
             return n
         c = copies.get(n.id)

@@ -56,7 +56,7 @@ def inline_nodes(graph: Graph, args: list[Node]) -> list[Node]:
     return [env[o.id] for o in graph.outputs]
 
 
-class Regions:
+class CustomRegions:
     """What the reverse walk needs to know about custom regions in one graph."""
 
     def __init__(self, order: list[Node]):

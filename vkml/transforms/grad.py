@@ -14,7 +14,7 @@ from ..trace.dtypes import DTypeError
 from ..trace.graph import Node, toposort
 from ..trace.ops import SPECS, Grad, OpKind
 from . import checkpoint as _ckpt
-from .custom import Regions
+from .custom import CustomRegions
 from .expr import E, full
 from .rules import RULES
 
@@ -67,7 +67,7 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
     for r, s in zip(roots, seeds):
         if r.id in req:
             give(r, E(s))
-    regions = Regions(order)
+    regions = CustomRegions(order)
     for n in reversed(order):
         g = ct.get(n.id)
         if (g is not None and not (n.id in wrt_ids and n.op is OpKind.Input)

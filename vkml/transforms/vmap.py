@@ -18,7 +18,7 @@ from typing import Sequence
 from ..trace.graph import Graph, Node, input_node, toposort
 from ..trace.ops import OpKind as K
 from .batching_rules import BATCH_RULES, BatchCtx
-from .custom import CustomRecord, CustomTag, Regions
+from .custom import CustomRecord, CustomTag, CustomRegions
 from .expr import E
 
 
@@ -35,13 +35,13 @@ class _Tags:
         self.order = order
         self.records: dict[int, CustomRecord] = {}
         self.arg_batched: dict[int, dict[int, bool]] = {}
-        self._regions: Regions | None = None
+        self._regions: CustomRegions | None = None
 
     def _record(self, old: CustomRecord) -> CustomRecord:
         new = self.records.get(id(old))
         if new is None:
             if self._regions is None:
-                self._regions = Regions(self.order)
+                self._regions = CustomRegions(self.order)
             flags: dict[int, bool] = {}
             self.arg_batched[id(old)] = flags
             bwd = _batched_record(old, self._regions.parts(old), flags, self.size)

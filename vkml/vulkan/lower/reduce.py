@@ -125,7 +125,7 @@ class Pass:
 
     kept/red are in units of loads (`vec` elements each).
 
-    >>> p, = plan(*split_dims((16, 64), (1,)), "cpu")
+    >>> p, = reduction_passes(*split_dims((16, 64), (1,)), "cpu")
     >>> p.kind, p.n_out, p.R, p.vec, p.final
     ('thread', 16, 16, 4, True)
     """
@@ -149,12 +149,12 @@ def _row_lx(R: int) -> int:
     return 256 if R >= 2048 else 128 if R >= 512 else 64
 
 
-def plan(kept, red, how: str = "gpu", loop_limit: int = 0) -> list[Pass]:
+def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0) -> list[Pass]:
     """The passes reducing (kept, red) in layout how ("cpu" or "gpu", `Profile.layout`)
     on a driver ending loops after loop_limit iterations (0: never): each pass's partials
     feed the next. Eight long rows on a GPU: 64 partials per row, then a row over them.
 
-    >>> [(p.kind, p.S) for p in plan(*split_dims((8, 1 << 20), (1,)), "gpu")]
+    >>> [(p.kind, p.S) for p in reduction_passes(*split_dims((8, 1 << 20), (1,)), "gpu")]
     [('row', 64), ('row', 1)]
     """
     passes = []
@@ -274,7 +274,7 @@ def _layout(node, prologue, profile):
         kept, red, _ = fused_dims(node.inputs[0].shape, node.attrs["axes"], prologue.loads)
     if node.size == 0 or _prod(red) == 0:
         return [], []
-    passes = plan(kept, red, profile.layout, profile.loop_limit)
+    passes = reduction_passes(kept, red, profile.layout, profile.loop_limit)
     isz = 8 if is_wide(node.op, node.inputs[0].dtype) else dt.itemsize(node.inputs[0].dtype)
     pair = is_pair(node.op, node.inputs[0].dtype)
     regions, off = [], 0

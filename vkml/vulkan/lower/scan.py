@@ -59,11 +59,11 @@ class Level:
     below: "Level | None"
 
 
-def plan(A: int, N: int, B: int, itemsize: int, layout: str, off: int = 0) -> tuple[Level, int]:
+def levels(A: int, N: int, B: int, itemsize: int, layout: str, off: int = 0) -> tuple[Level, int]:
     """The blocked scan of (A, N, B) under a profile layout ("cpu"/"gpu") and the
     scratch bytes it needs from `off` on.
 
-    >>> lv, nbytes = plan(1, 1 << 20, 1, 4, "cpu")
+    >>> lv, nbytes = levels(1, 1 << 20, 1, 4, "cpu")
     >>> lv.S, lv.C, lv.below.S, nbytes
     (4096, 256, 64, 33280)
     """
@@ -74,7 +74,7 @@ def plan(A: int, N: int, B: int, itemsize: int, layout: str, off: int = 0) -> tu
     if S == 1:
         return Level(A, N, B, 1, C, 0, 0, None), off
     nb = round_up(rows * S * itemsize)
-    below, end = plan(rows, S, 1, itemsize, layout, off + 2 * nb)
+    below, end = levels(rows, S, 1, itemsize, layout, off + 2 * nb)
     return Level(A, N, B, S, C, off, off + nb, below), end
 
 
@@ -102,7 +102,7 @@ def scratch_bytes(node, profile=None) -> int:
         from ..device import get
         profile = get().profile
     A, N, B = rows_of(node.shape, node.attrs["axis"])
-    return plan(A, N, B, _acc_size(node.dtype), profile.layout)[1]
+    return levels(A, N, B, _acc_size(node.dtype), profile.layout)[1]
 
 
 def _head(p: Program) -> list[str]:
@@ -194,7 +194,7 @@ def lower(node, ins, out, ctx) -> None:
     from .reduce import overflow_error
     x = ins[0]
     A, N, B = rows_of(x.shape, node.attrs["axis"])
-    lv, _ = plan(A, N, B, _acc_size(x.dtype), ctx.profile.layout)
+    lv, _ = levels(A, N, B, _acc_size(x.dtype), ctx.profile.layout)
     check = None
     if _wide(x.dtype):
         if not ctx.dev.has_int64:

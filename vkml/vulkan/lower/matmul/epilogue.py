@@ -2,7 +2,7 @@
 the product at a MatMul kernel's stores, so the product itself is never written.
 
 An epilogue's kernel key is `Epi` (the region's GLSL function, whether it calls the math
-library, the leaves' binding types, the loads); `plan` makes it and the dispatch's meta
+library, the leaves' binding types, the loads); `operands` makes it and the dispatch's meta
 fields and views from the region, `declare` adds its bindings, helpers and meta reads to a
 kernel's Program and gives the store expression.
 
@@ -85,13 +85,13 @@ def _is_identity(st, shape) -> bool:
     return all(d == 1 or s == c for d, s, c in zip(shape, st, _contiguous(shape)))
 
 
-def plan(epilogue, node, dev=None) -> tuple:
+def operands(epilogue, node, dev=None) -> tuple:
     """(Epi or None, meta fields, views, texel formats) of an elementwise epilogue
     (region, views per leaf, None for the product itself). dev (the subgroup kernel's
     device): float32 leaves may be texels there (`Profile.matmul_texels`), and a load
     whose row stride is 0 (a bias) is a column vector ('c').
 
-    >>> plan(None, None)
+    >>> operands(None, None)
     (None, {}, [], [])
     """
     if epilogue is None:

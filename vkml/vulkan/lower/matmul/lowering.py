@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ....trace import dtypes as dt
 from . import int32, shared, spec, subgroup, vec4
-from .epilogue import plan as plan_epilogue
+from .epilogue import operands as epilogue_operands
 from .prologue import MAX_BATCH_RANK, batch_layout, swap_last
 from .tiling import interleave, select_tiling, swap_small_n, vec4_fits, width
 
@@ -18,7 +18,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
     kernels read in place (`fusion` folds a transpose into the MatMul). epilogue:
     (region, views per region leaf, None for the product) of a same-shape elementwise
     region applied before the store (a bias, an activation, a mask), so the product
-    itself is never written (`fusion` checks that its loads are ones `epilogue.plan` reads).
+    itself is never written (`fusion` checks that its loads are ones `epilogue.operands` reads).
 
     >>> import vkml.numpy as vnp
     >>> (vnp.ones((2, 1, 1, 3)) @ vnp.ones((4, 3, 5))).shape
@@ -59,7 +59,7 @@ def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi
     if swap:     # C^T = B^T A^T: the operands trade places and transposition flags
         a, b, ta, tb, M, N, sa, sb = b, a, not tb, not ta, N, M, sb, sa
         t, prefetch = select_tiling(dev, node.dtype, M, N, K, nbatch, ta, tb)
-    epi, epi_meta, epi_views, _ = plan_epilogue(epi_in, node, dev if t.strategy == "subgroup" else None)
+    epi, epi_meta, epi_views, _ = epilogue_operands(epi_in, node, dev if t.strategy == "subgroup" else None)
     spec_ok = prof.matmul_spec_tiles and max(t.tm, t.tn) <= spec.SPEC_MAX
     if t.strategy == "shared" and prof.matmul_vec4 and vec4_fits(t, T, M, N, K, ta, tb):
         p = (spec.vec4_program(t, rank, ta, tb, prefetch, epi) if spec_ok
