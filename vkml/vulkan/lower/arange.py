@@ -10,7 +10,7 @@ from ..program import Meta, Program
 from .fill import scalar_field, scalar_read, scalar_words
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(dtype) -> Program:
     T = dt.glsl_type(dtype)
     p = Program("Arange")

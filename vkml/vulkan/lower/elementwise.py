@@ -62,7 +62,7 @@ def collapse(shape: Sequence[int], layouts: Sequence[Sequence[int]]):
     return tuple(d for d, _ in out), [tuple(st[k] for _, st in out) for k in range(len(layouts))]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def strided_program(name: str, expr: str, in_types: tuple, out_type: str, rank: int,
                     math: bool = False) -> Program:
     """o[po] = expr over the operands a, b, c (x0[p0], x1[p1], ...) for every index of a

@@ -30,7 +30,7 @@ from ...trace.ops import OpKind
 SHADERS = Path(__file__).resolve().parent.parent / "shaders"
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def math_source(name: str) -> str:
     """The GLSL of one math library: "math32" (float32 functions) or "math64" (float64;
     it builds on math32)."""
@@ -239,7 +239,7 @@ def integer_pow_lines(x: str, e, T: str, v: str) -> tuple[list[str], str]:
     return lines, r
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def op_weight(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, approximate=None,
               exponent=None) -> int:
     """Code size of one elementwise operator, in simple operations (double math counts

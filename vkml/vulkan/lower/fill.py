@@ -37,7 +37,7 @@ def scalar_read(p: Program, name: str, dtype) -> str:
     return p.m(name, 0)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(dtype) -> Program:
     """o[i] = the meta's value, for i < n: one kernel per dtype serves every value."""
     p = Program("Full")

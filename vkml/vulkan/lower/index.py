@@ -61,7 +61,7 @@ def _decode(p: Program) -> list[str]:
             "int b = o / (inner * size);"]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def check_program() -> Program:
     """CheckIndex: out = idx; an index outside [lo, n) (other than `ignore`, when
     has_ignore) sets err[0] and records the largest such value (err[1], if positive) and
@@ -87,7 +87,7 @@ def check_program() -> Program:
     return p
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def select_program(T: str) -> Program:
     """IndexSelect: dst[b, j, i] = src[b, norm_index(idx[j]), i].
 
@@ -129,7 +129,7 @@ def _store(dst: str, err: str | None) -> list[str]:
             f"{dst}[o] = int(acc);"]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def scatter_all_program(T: str, wide: bool = False) -> Program:
     """ScatterAdd for short index arrays: each output element tests every index.
     wide: an int32 scatter, summed in int64 and checked (a device check bound last).
@@ -152,7 +152,7 @@ def scatter_all_program(T: str, wide: bool = False) -> Program:
     return p
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def pairs_program() -> Program:
     """(destination, j) pairs in index order: runs of length 1 for the merge sort.
 
@@ -172,7 +172,7 @@ def pairs_program() -> Program:
     return p
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def merge_pass_program() -> Program:
     """One bottom-up merge pass: runs of width w pairwise into runs of 2w. Each element
     finds its place by binary search in the partner run; ties go left-run first, so the
@@ -215,7 +215,7 @@ int bound(int lo, int hi, int key, bool upper) {{
     return p
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def run_starts_program() -> Program:
     """starts[p] = first sorted position with destination >= p, for p in [0, size].
 
@@ -239,7 +239,7 @@ def run_starts_program() -> Program:
     return p
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def scatter_runs_program(T: str, wide: bool = False) -> Program:
     """ScatterAdd for long index arrays: each output element sums its run of the sorted
     pairs, [starts[p], starts[p + 1]) (wide: as in `scatter_all_program`).

@@ -62,7 +62,7 @@ _VALUE = {
 }
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(dtype) -> Program:
     """Element g of the output: Philox block (i, 0, 0, domain) under key g // per_key."""
     p = Program(f"Rand_{np.dtype(dtype).name}")

@@ -470,7 +470,7 @@ def schema(K: int, Q: int, modes: tuple = (), n_epi: int = 0) -> Meta:
     return Meta(*f)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec: int,
             first: bool, final: bool, pro: tuple | None = None, epi: tuple | None = None,
             tex: tuple = (), unroll: int = 8) -> Program:

@@ -117,7 +117,7 @@ def _head(p: Program) -> list[str]:
             "int i = blk * C; int iend = min(N, i + C);"]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(mode: str, T: str, X: str | None = None, A: str | None = None, check: bool = False) -> Program:
     """mode 'totals': block sums; 'scan': block scan; 'scan_prefix': block scan plus the
     prefix of the blocks before it.

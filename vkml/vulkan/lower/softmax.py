@@ -65,7 +65,7 @@ def _row(p: Program, gid: str) -> list[str]:
             "int row = int(g); int a = row / B; int base = a * N * B + (row - a * B);"]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def thread_program(op: OpKind, T: str) -> Program:
     """One thread per row: three serial sweeps (max, sum of exp, write).
 
@@ -90,7 +90,7 @@ def thread_program(op: OpKind, T: str) -> Program:
     return p
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def group_program(op: OpKind, T: str, lx: int) -> Program:
     """One workgroup of lx per row: threads stride the row; the max and the sum are
     reduced over subgroups, then over the workgroup through shared memory."""
@@ -151,7 +151,7 @@ def _chunk(p: Program) -> list[str]:
             "int i0 = c * C; int iend = min(N, i0 + C);"]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def split_programs(op: OpKind, T: str) -> tuple[Program, Program, Program]:
     """Long rows cut into S chunks: (chunk max and sum of exp(x - chunk max); row max and
     sum, rescaling each chunk's sum; the output), one thread per chunk or row. The first
@@ -163,7 +163,7 @@ def split_programs(op: OpKind, T: str) -> tuple[Program, Program, Program]:
     return (*_split_stats(T), _split_out(op, T))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def _split_stats(T: str) -> tuple[Program, Program]:
     ninf = _neg_inf(T)
     part = _start(T, "Softmax_part")
@@ -202,7 +202,7 @@ def _split_stats(T: str) -> tuple[Program, Program]:
     return part, rowstat
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def _split_out(op: OpKind, T: str) -> Program:
     write = _start(T, op.value + "_out")
     write.meta = Meta(*_SPLIT_META)

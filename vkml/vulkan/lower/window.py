@@ -74,7 +74,7 @@ def _pack(T: str, W: int, vals: list[str]) -> str:
     return f"u64vec4({', '.join(pairs)})"
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def im2col_program(T: str, W: int = 1) -> Program:
     """Im2Col with W consecutive columns of one (image, row) per thread, stored as one
     wide value (the row length L is a multiple of W): lavapipe pays per stored component
@@ -145,7 +145,7 @@ def _pixel(T: str) -> list[str]:
             f"{T} acc = {T}(0);"]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def col2im_program(T: str) -> Program:
     """Col2Im: each image pixel sums the columns of the windows containing it.
 
@@ -183,7 +183,7 @@ def _window_max(T: str, x: str) -> list[str]:
             "}"]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def window_max_program(name: str, T: str) -> Program:
     """The window max kernels: "MaxPool2d" stores each window's maximum,
     "MaxPool2dArgmax" the offset of its first maximum (`_window_max`).
@@ -205,7 +205,7 @@ def window_max_program(name: str, T: str) -> Program:
     return p
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def pool_backward_program(T: str) -> Program:
     """MaxPool2dBackward's second pass: each input pixel sums dy over the windows whose
     argmax it is.

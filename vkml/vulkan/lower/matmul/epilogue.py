@@ -36,7 +36,7 @@ class Epi(NamedTuple):
     loads: tuple      # per region load: -1 (the product) or (bound leaf, 'i' | 'm' | 'c')
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def _shader(name: str) -> str:
     return (SHADERS / name).read_text()
 

@@ -9,7 +9,7 @@ INT_UNROLL = 32          # k steps per loop iteration (K up to INT_MAX_K)
 INT_MAX_K = INT_UNROLL * 65000
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(rank: int, ta: bool, tb: bool) -> Program:
     """One thread per output of an int32 product, exact: each a*b (|.| < 2^62) is split
     into its high and low 32-bit halves, summed apart in int64 (no sum of 2^31 terms can

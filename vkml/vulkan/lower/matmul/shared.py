@@ -17,7 +17,7 @@ from .prologue import mad, meta_fields, prologue
 from .tiling import Tiling
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = False, epi: Epi | None = None,
             contiguous: tuple = (False, False)) -> Program:
     """Invocation (tx, ty) owns rows m0 + ty + i*TY and columns n0 + tx + j*TX, so

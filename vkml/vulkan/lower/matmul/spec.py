@@ -86,7 +86,7 @@ def _slot_stores(C: str, row, col, estore) -> list[str]:
     return L
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def shared_program(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = False,
                    epi: Epi | None = None) -> Program:
     """`shared.program`'s scheme with the tiling t as specialisation constants:
@@ -137,7 +137,7 @@ def shared_program(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = Fa
     return p
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def vec4_program(t: Tiling, rank: int, ta: bool = False, tb: bool = False, prefetch: bool = False,
                  epi: Epi | None = None) -> Program:
     """`vec4.program`'s scheme with the tiling t as specialisation constants.

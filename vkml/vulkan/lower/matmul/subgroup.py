@@ -126,7 +126,7 @@ def _unweave(T: str, TM: int, TN: int, S: int) -> list[str]:
     return L
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(t: Tiling, T: str, rank: int, S: int, ta: bool = False, tb: bool = False,
             epi: Epi | None = None, ws: int = 1, tex: bool = False, ilv: bool = False,
             swap: bool = False, tail: bool = False) -> Program:

@@ -33,7 +33,7 @@ def slab_vec4(own: str, buf: str, along_k: bool, k0: str, k4, q) -> tuple[str, s
             f"({buf.lower()}off + gk * {ext} + {g}) >> 2")
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)
 def program(t: Tiling, rank: int, ta: bool = False, tb: bool = False, prefetch: bool = False,
             epi: Epi | None = None) -> Program:
     """The vec4 kernel for tiling t; ta / tb: A stored (K, M) / B stored (N, K);
