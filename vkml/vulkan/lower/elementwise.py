@@ -31,6 +31,7 @@ from ...trace.shapes import contiguous_strides
 from ..kernels import divisor, texel_format
 from ..program import Meta, Program
 from ..regions import build_region
+from .vectors import pack, unpack, wide_type
 from .expressions import (SHADERS, expression, integer_pow_lines, literal, math_lib, math_library, op_expr,
                           op_weight)
 
@@ -133,7 +134,6 @@ def bcast_layout(in_shape: Sequence[int], out_shape: Sequence[int]):
 
 # --------------------------------------------------------------------------- regions
 
-_VEC = {"float": "vec4", "double": "dvec4", "int": "ivec4"}
 
 
 def region_function(reg, name: str) -> tuple[str, bool]:
@@ -217,27 +217,6 @@ def _width(dtypes, dev, weight: int) -> int:
         if w * weight <= CODE_BUDGET:
             return w
     return 1
-
-
-def _wide_type(T: str, W: int) -> str:
-    return "u64vec4" if W == 8 else _VEC[T]
-
-
-def _unpack(T: str, W: int, v: str) -> list[str]:
-    """The W elements of the wide value v."""
-    if W == 4:
-        return [f"{v}.{c}" for c in "xyzw"]
-    conv = "uintBitsToFloat" if T == "float" else "ivec2"
-    return [f"{conv}(unpackUint2x32({v}.{c}))[{k}]" for c in "xyzw" for k in range(2)]
-
-
-def _pack(T: str, W: int, vals: list[str]) -> str:
-    if W == 4:
-        return f"{_VEC[T]}({', '.join(vals)})"
-    conv = "floatBitsToUint" if T == "float" else "uvec2"
-    pairs = [f"packUint2x32({conv}({T[0] if T != 'float' else ''}vec2({vals[2 * i]}, {vals[2 * i + 1]})))"
-             for i in range(4)]
-    return f"u64vec4({', '.join(pairs)})"
 
 
 def lower_region(reg, leaf_views: Sequence, out, ctx) -> None:
@@ -360,14 +339,14 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
     tex = [j < len(texels) and texels[j] is not None for j in range(len(leaf_views))]
     if W == 8:
         p.extension("GL_ARB_gpu_shader_int64")
-    o = p.buffer("o", _wide_type(OT, W) if W > 1 else OT)
+    o = p.buffer("o", wide_type(OT, W) if W > 1 else OT)
     xs = []
     for j, v in enumerate(leaf_views):
         T = dt.glsl_type(v.dtype)
         if tex[j]:
             xs.append(p.buffer(f"x{j}", T, readonly=True, texel=texels[j]))
         else:
-            xs.append(p.buffer(f"x{j}", _wide_type(T, W) if wide_leaf[j] and W > 1 else T, readonly=True))
+            xs.append(p.buffer(f"x{j}", wide_type(T, W) if wide_leaf[j] and W > 1 else T, readonly=True))
     if math:
         math_library(p, uses_double(reg))
     p.add(fn, names=("fused",))
@@ -411,10 +390,10 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
                          for q, h in enumerate(halves)]
                 args.append([f"l{j}_{k}{h}.{c}" for h in halves for c in "xyzw"][:W])
             elif m == "v":
-                WT = _wide_type(T, W)
+                WT = wide_type(T, W)
                 decl.append(f"{WT} l{j}_{k} = {WT}(0);")
                 body.append(f"l{j}_{k} = {xs[li]}[p{j}_{k}];")
-                args.append(_unpack(T, W, f"l{j}_{k}"))
+                args.append(unpack(T, W, f"l{j}_{k}"))
             elif m == "g":
                 body.append(f"int q{j}_{k} = {p.m(f'step{j}')};")
                 decl += [f"{T} l{j}_{k}_{c} = {T}(0);" for c in range(W)]
@@ -434,7 +413,7 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
         outs.append((gi, args))
     for k, (gi, args) in enumerate(outs):
         L += [f"{OT} r{k}_{c} = fused({', '.join(a[c] for a in args)});" for c in range(Ws)]
-        val = _pack(OT, W, [f"r{k}_{c}" for c in range(W)]) if W > 1 else f"r{k}_0"
+        val = pack(OT, W, [f"r{k}_{c}" for c in range(W)]) if W > 1 else f"r{k}_0"
         L.append(f"{o}[{gi}] = {val};" if k == 0 else f"if ({gi} < nv) {o}[{gi}] = {val};")
     p.main(*L)
     return p

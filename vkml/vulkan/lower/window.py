@@ -22,6 +22,7 @@ from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ..kernels import divisor
 from ..program import Meta, Program
+from .vectors import pack, wide_type
 
 # Divisions by the geometry go through `udiv` (multiply-high by a host-computed magic
 # number, `kernels.divisor`): lavapipe runs an integer division lane by lane, and Im2Col
@@ -58,22 +59,6 @@ def _start(name: str, per_thread: int = 1) -> tuple[Program, list[str]]:
     return p, lines
 
 
-def _vec(T: str, W: int) -> str:
-    """The GLSL type holding W consecutive elements of T: a 4-vector, or for W = 8 four
-    uint64 words of two 32-bit elements each."""
-    return "u64vec4" if W == 8 else {"float": "vec4", "double": "dvec4", "int": "ivec4"}[T]
-
-
-def _pack(T: str, W: int, vals: list[str]) -> str:
-    """GLSL building the `_vec(T, W)` value of W element expressions (in order)."""
-    if W == 4:
-        return f"{_vec(T, 4)}({', '.join(vals)})"
-    conv = "floatBitsToUint" if T == "float" else "uvec2"
-    pairs = [f"packUint2x32({conv}({T[0] if T != 'float' else ''}vec2({vals[2 * i]}, {vals[2 * i + 1]})))"
-             for i in range(4)]
-    return f"u64vec4({', '.join(pairs)})"
-
-
 @lru_cache(maxsize=1024)
 def im2col_program(T: str, W: int = 1) -> Program:
     """Im2Col with W consecutive columns of one (image, row) per thread, stored as one
@@ -87,7 +72,7 @@ def im2col_program(T: str, W: int = 1) -> Program:
     p, head = _start("Im2Col", W)
     if W == 8:
         p.extension("GL_ARB_gpu_shader_int64")
-    cols = p.buffer("cols", _vec(T, W) if W > 1 else T)
+    cols = p.buffer("cols", wide_type(T, W) if W > 1 else T)
     x = p.buffer("img", T, readonly=True)
     D = _div
     p.main(*head, "int L = OH * OW, CK = C * KH * KW;")
@@ -115,7 +100,7 @@ def im2col_program(T: str, W: int = 1) -> Program:
                f"{{ int col = col0 + {j}; int oh = {D('col', 'OW')}; int ow = col - oh * OW;",
                "  int h = oh * SH - PH + ki * DH; int w = ow * SW - PW + kj * DW;",
                f"  if (h >= 0 && h < H && w >= 0 && w < W) v{j} = {x}[(base + h) * W + w]; }}")
-    p.main(f"{cols}[gi] = {_pack(T, W, [f'v{j}' for j in range(W)])};")
+    p.main(f"{cols}[gi] = {pack(T, W, [f'v{j}' for j in range(W)])};")
     return p
 
 
