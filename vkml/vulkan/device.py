@@ -260,6 +260,9 @@ class Device:
         vk.vkGetPhysicalDeviceProperties2(self.physical, p2)
         self.subgroup_size = int(sub.subgroupSize) or 32
         self.driver = _DRIVERS.get(int(drv.driverID), "other")
+        # what a pipeline cache's data is valid for (`kernels.PipelineCache`)
+        self.pipeline_cache_id = (f"{int(p.vendorID):04x}-{int(p.deviceID):04x}-"
+                                  + bytes(int(b) & 0xFF for b in p.pipelineCacheUUID).hex())
         if self.driver == "other" and "llvmpipe" in self.name:
             self.driver = "lavapipe"
         feats = vk.vkGetPhysicalDeviceFeatures(self.physical)

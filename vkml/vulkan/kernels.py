@@ -9,8 +9,11 @@ storage buffer lane by lane with a bounds-check branch each, a texel fetch as on
 """
 from __future__ import annotations
 
+import atexit
+import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -94,6 +97,74 @@ def divisor(d: int) -> tuple[int, int]:
     return (m - (1 << 32) if m >= 1 << 31 else m), l - 1
 
 
+class PipelineCache:
+    """A VkPipelineCache kept on disk across processes, so a second process creates the
+    pipelines of kernels an earlier one built from the driver's cached binaries instead of
+    compiling their SPIR-V again (the SPIR-V itself is cached by `compile`).
+
+    One file per device and driver build ($VKML_CACHE_DIR or ~/.cache/vkml/spirv, under
+    pipelines/, named by vendor, device and the driver's pipelineCacheUUID); the driver
+    checks the data's header too and ignores data it cannot use. Written at exit and by
+    `save` when pipelines were added, atomically (parallel test workers replace it whole).
+    VKML_PIPELINE_CACHE=0 turns it off.
+    """
+
+    def __init__(self, dev: Device):
+        self.dev = dev
+        self.handle = None
+        self.dirty = False
+        self.path: Path | None = None
+        if os.environ.get("VKML_PIPELINE_CACHE", "1").strip().lower() in ("0", "false", "off", "no"):
+            return
+        self.path = _compile.cache_dir() / "pipelines" / f"{dev.pipeline_cache_id}.bin"
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            data = b""
+        ffi, lib = vk.ffi, vk.lib
+        info = ffi.new("VkPipelineCacheCreateInfo*")
+        info.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO
+        buf = ffi.from_buffer(data) if data else ffi.NULL
+        info.initialDataSize, info.pInitialData = len(data), buf
+        out = ffi.new("VkPipelineCache*")
+        if lib.vkCreatePipelineCache(dev.device, info, ffi.NULL, out) != 0:
+            # data the driver refuses outright: start empty
+            info.initialDataSize, info.pInitialData = 0, ffi.NULL
+            if lib.vkCreatePipelineCache(dev.device, info, ffi.NULL, out) != 0:
+                return
+        self.handle = out[0]
+        atexit.register(self.save)
+
+    def data(self) -> bytes:
+        """The cache's current contents as the driver serialises them."""
+        if self.handle is None:
+            return b""
+        ffi, lib = vk.ffi, vk.lib
+        n = ffi.new("size_t*")
+        if lib.vkGetPipelineCacheData(self.dev.device, self.handle, n, ffi.NULL) != 0 or not n[0]:
+            return b""
+        out = ffi.new("char[]", n[0])
+        if lib.vkGetPipelineCacheData(self.dev.device, self.handle, n, out) != 0:
+            return b""
+        return ffi.buffer(out, n[0])[:]
+
+    def save(self) -> None:
+        """Write the cache to its file if pipelines were added since the last write."""
+        if self.handle is None or not self.dirty or self.path is None:
+            return
+        try:
+            data = self.data()
+            if not data:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, self.path)
+            self.dirty = False
+        except OSError:
+            pass      # a read-only or full cache directory costs only the speed-up
+
+
 class KernelCache:
     """Pipelines by source hash; descriptor set layouts by tensor count."""
 
@@ -104,6 +175,7 @@ class KernelCache:
         self._layouts: dict[int, tuple] = {}
         self._keep: list = []
         self.lock = threading.Lock()
+        self.pipelines = PipelineCache(dev)
 
     def layout(self, n_tensors: int, texels: tuple = ()):
         key = (n_tensors, tuple(f is not None for f in texels))
@@ -165,7 +237,8 @@ class KernelCache:
                     stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main", pSpecializationInfo=info)
             ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl)
             try:
-                pipe = vk.vkCreateComputePipelines(d, None, 1, [ci], None)[0]
+                pipe = vk.vkCreateComputePipelines(d, self.pipelines.handle, 1, [ci], None)[0]
+                self.pipelines.dirty = True
             except vk.VkError as e:
                 raise RuntimeError(
                     f"{name}: {self.dev.name}'s driver could not build this kernel "
