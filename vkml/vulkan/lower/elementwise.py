@@ -32,11 +32,11 @@ from ..kernels import divisor, texel_format
 from ..program import Meta, Program
 from ..regions import build_region
 from .vectors import pack, unpack, wide_type
-from .expressions import (SHADERS, expression, integer_pow_lines, literal, math_lib, math_library, op_expr,
+from .expressions import (SHADERS, expression, integer_pow_lines, literal, math_library, op_expr,
                           op_weight)
 
 __all__ = ["MAX_RANK", "SHADERS", "bcast_layout", "collapse", "expression", "integer_pow_lines", "literal",
-           "lower", "lower_region", "math_lib", "math_library", "op_weight", "progression", "arange_leaf",
+           "lower", "lower_region", "math_library", "op_weight", "progression", "arange_leaf",
            "region_function", "strided", "strided_program", "texel_format", "uses_double"]
 
 MAX_RANK = 8

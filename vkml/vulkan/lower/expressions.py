@@ -37,12 +37,6 @@ def math_source(name: str) -> str:
     return (SHADERS / f"{name}.glsl").read_text()
 
 
-def math_lib(glsl_t: str) -> str:
-    """The float32 (and, for double kernels, float64) math functions as GLSL source."""
-    src = math_source("math32")
-    return src + math_source("math64") if glsl_t == "double" else src
-
-
 def math_library(p, double: bool) -> None:
     """Register the math library with program p (float64 functions too where double):
     a merged kernel holds each library once.

@@ -105,16 +105,23 @@ def scratch_bytes(node, profile=None) -> int:
     return levels(A, N, B, _acc_size(node.dtype), profile.layout)[1]
 
 
-def _head(p: Program) -> list[str]:
-    """main()'s first lines: this thread's block `blk` of row `row`, elements [i, iend)."""
+def row_chunk(p: Program, chunk: str = "blk", start: str = "i") -> list[str]:
+    """main()'s first lines where each thread takes one chunk of C elements of a row (of
+    `rows`, N elements B apart; meta fields rows, N, B, S, C): its chunk `chunk` of row
+    `row`, elements [start, iend), row fastest so that neighbouring threads read
+    neighbouring addresses when B > 1. Scan and softmax passes share it.
+
+    >>> q = Program("Q"); q.meta = Meta(("rows", 1), ("N", 1), ("B", 1), ("S", 1), ("C", 1))
+    >>> row_chunk(q)[-1]
+    'int i = blk * C; int iend = min(N, i + C);'
+    """
     return [f"int rows = {p.m('rows')}; int N = {p.m('N')}; int S = {p.m('S')}; int C = {p.m('C')}; "
             f"int B = {p.m('B')};",
             "uint g = gidx();",
             "if (g >= uint(rows) * uint(S)) return;",
-            "// row fastest: neighbouring threads read neighbouring addresses when B > 1",
-            "int blk = int(g) / rows; int row = int(g) - blk * rows;",
+            f"int {chunk} = int(g) / rows; int row = int(g) - {chunk} * rows;",
             "int a = row / B; int base = a * N * B + (row - a * B);",
-            "int i = blk * C; int iend = min(N, i + C);"]
+            f"int {start} = {chunk} * C; int iend = min(N, {start} + C);"]
 
 
 @lru_cache(maxsize=1024)
@@ -133,7 +140,7 @@ def program(mode: str, T: str, X: str | None = None, A: str | None = None, check
     if mode == "totals":
         tot = p.buffer("tot", A)
         src = p.buffer("src", X, readonly=True)
-        p.main(*_head(p),
+        p.main(*row_chunk(p),
                f"{A} acc = {A}(0);",
                "while (i < iend) {",
                f"  {A} part = {A}(0); int kend = min(iend, i + 32);",
@@ -146,7 +153,7 @@ def program(mode: str, T: str, X: str | None = None, A: str | None = None, check
     src = p.buffer("src", X, readonly=True)
     pre = p.buffer("pre", A, readonly=True) if mode == "scan_prefix" else None
     err = p.buffer("err", "int") if check else None
-    p.main(*_head(p), f"{A} p = {A}(0);")
+    p.main(*row_chunk(p), f"{A} p = {A}(0);")
     if pre:
         p.main(f"if (blk > 0) p = {pre}[row * S + blk - 1];")
     store = f"{o}[at] = p + run;"

@@ -26,7 +26,7 @@ from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 from ..program import Meta, Program
 from .expressions import math_library
-from .scan import rows_of
+from .scan import row_chunk, rows_of
 from .sizing import cdiv, round_up
 
 THREAD_MAX_N = 32        # rows at most this long always get a thread each
@@ -140,17 +140,6 @@ def group_program(op: OpKind, T: str, lx: int) -> Program:
 _SPLIT_META = (("rows", 1), ("N", 1), ("B", 1), ("S", 1), ("C", 1))
 
 
-def _chunk(p: Program) -> list[str]:
-    """main()'s first lines for one thread per chunk c of row `row`: elements [i0, iend)."""
-    return [f"int rows = {p.m('rows')}; int N = {p.m('N')}; int B = {p.m('B')}; int S = {p.m('S')}; "
-            f"int C = {p.m('C')};",
-            "uint g = gidx();",
-            "if (g >= uint(rows) * uint(S)) return;",
-            "int c = int(g) / rows; int row = int(g) - c * rows;",
-            "int a = row / B; int base = a * N * B + (row - a * B);",
-            "int i0 = c * C; int iend = min(N, i0 + C);"]
-
-
 @lru_cache(maxsize=1024)
 def split_programs(op: OpKind, T: str) -> tuple[Program, Program, Program]:
     """Long rows cut into S chunks: (chunk max and sum of exp(x - chunk max); row max and
@@ -170,7 +159,7 @@ def _split_stats(T: str) -> tuple[Program, Program]:
     part.meta = Meta(*_SPLIT_META)
     pm, ps = part.buffer("chunk_max", T), part.buffer("chunk_sum", T)
     x = part.buffer("src", T, readonly=True)
-    part.main(*_chunk(part),
+    part.main(*row_chunk(part, "c", "i0"),
               f"{T} m = {ninf};",
               f"for (int i = i0; i < iend; ++i) {{ {T} v = {x}[base + i * B]; if (v > m || isnan(v)) m = v; }}",
               f"{T} s = {T}(0);",
@@ -209,7 +198,7 @@ def _split_out(op: OpKind, T: str) -> Program:
     o = write.buffer("o", T)
     x = write.buffer("src", T, readonly=True)
     rm, rs = write.buffer("row_max", T, readonly=True), write.buffer("row_sum", T, readonly=True)
-    write.main(*_chunk(write),
+    write.main(*row_chunk(write, "c", "i0"),
                f"{T} m = {rm}[row]; {T} s = {rs}[row];",
                f"for (int i = i0; i < iend; ++i) {{ {T} xv = {x}[base + i * B]; "
                f"{o}[base + i * B] = {_result(op, T)}; }}")

@@ -1,5 +1,5 @@
 // float64 math: the double overloads of math32.glsl's functions, appended after it in
-// double kernels only (see lower/elementwise.py:math_lib).
+// double kernels only (see lower/expressions.py:math_library).
 //
 // GLSL has no double exp/log/sin/..., so each is range reduction + a polynomial evaluated
 // in double, with double-double (hi + lo) intermediates where a rounding would be
