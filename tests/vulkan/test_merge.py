@@ -236,3 +236,32 @@ def test_dynamic_and_static_dispatches_agree_in_a_training_step():
     with device.using(dynamic=False):
         want = vkml_mlp_step(opt, donate=False)(p, opt.init(p), x, y)
     _same_bits(got, want)
+
+
+def _fake(reads, writes, mergeable=True):
+    """A dispatch touching byte ranges (start, end) of one buffer."""
+    views = [NS(region=0, offset=a, nbytes=b - a) for a, b in list(reads) + list(writes)]
+    prog = NS(mergeable=mergeable)
+    return NS(views=views, writes=tuple(range(len(reads), len(views))), kernel=NS(program=prog))
+
+
+def test_a_dispatch_joins_an_earlier_run_it_does_not_conflict_with():
+    """dW (reads g, writes w), an update reading dW's result (a barrier), then dh reading g:
+    dh moves back beside dW; what reads a range written later keeps its place."""
+    dw = _fake([(0, 100)], [(100, 200)])
+    upd = _fake([(100, 200)], [(200, 300)])
+    dh = _fake([(0, 100)], [(300, 400)])
+    late = _fake([(200, 300)], [(400, 500)])          # reads upd's result
+    assert merge._runs([dw, upd, dh, late]) == [[dw, dh], [upd], [late]]
+    fixed = _fake([(0, 100)], [(500, 600)], mergeable=False)
+    assert merge._runs([dw, upd, fixed]) == [[dw], [upd, fixed]]
+    reuse = _fake([(0, 100)], [(100, 150)])           # writes a range dW wrote: after upd read it
+    assert merge._runs([dw, upd, reuse]) == [[dw], [upd], [reuse]]
+
+
+def test_merged_kernels_are_bounded_by_their_compile_cost():
+    big = 200_000
+    assert merge._cheap_to_compile(2 * big, 2 * big * big)          # two like parts: twice
+    assert merge._cheap_to_compile(3 * big, 3 * big * big)
+    assert not merge._cheap_to_compile(4 * big, 4 * big * big)
+    assert merge._cheap_to_compile(merge.SMALL_SOURCE, 1)           # small kernels merge freely

@@ -30,8 +30,9 @@ pass before its store, so the reduction's own value never reaches memory; likewi
 small one of a MatMul (a bias, an activation, a mask) is applied at the MatMul's stores.
 
 The regions themselves are built by `vulkan/regions.py`. `schedule(graph, profile)`
-returns the Groups in execution order; the executor plans memory over exactly that
-schedule, so fused-away values take no arena space. The profile decides what fuses
+returns the Groups in execution order, a memory-aware order (`order.memory_order`); the
+executor plans memory over exactly that schedule, so fused-away values take no arena
+space. The profile decides what fuses
 (`fuse`, which the environment `VKML_FUSION=0` turns off, `recompute_small`,
 `inline_sum`, `fold_transposes`, `matmul_epilogues`, `max_leaves`); `with
 fusion.disabled():` gives one kernel per node.
@@ -54,6 +55,7 @@ from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind, SPECS
 from . import device
 from .lower.expressions import op_weight
+from .order import memory_order
 from .regions import (MOVES, REGION_BUDGET, Region, Split, build_region, is_identity, is_scalar,
                       recomputes_broadcasts)
 
@@ -133,9 +135,9 @@ def _is_reduce(n: Node) -> bool:
 
 
 def unfused(graph: Graph) -> list[Group]:
-    """One group per computed node, in graph order."""
-    return [Group(n, node=n, reads=n.inputs) for n in graph.nodes
-            if n.op not in (OpKind.Input, OpKind.Const)]
+    """One group per computed node, in memory order (`order.memory_order`)."""
+    return memory_order([Group(n, node=n, reads=n.inputs) for n in graph.nodes
+                         if n.op not in (OpKind.Input, OpKind.Const)], graph.outputs)
 
 
 def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | None = None) -> list[Group]:
@@ -180,7 +182,9 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
     cheap = {n.id for n in nodes if kind[n.id] == "ew" and n.op is not OpKind.Sum and op_weight(
         n.op, np.dtype(n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype),
         n.dtype, n.attrs.get("approximate"), n.attrs.get("exponent")) <= 1}
-    while True:
+    def memberships() -> dict:
+        """The materialised roots each node reaches through unmaterialised consumers
+        (the regions it is computed in), materialising a node whose work would repeat."""
         member: dict[int, frozenset] = {}
         for n in reversed(nodes):
             k = kind[n.id]
@@ -195,22 +199,64 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
             else:
                 mat.add(n.id)
                 member[n.id] = frozenset((n.id,))
-        regions: dict[int, Region] = {}
-        splits = set()
-        for rid in [n.id for n in nodes if n.id in mat or n.id in pro]:
-            def inside(x: Node, rid=rid) -> bool:
-                return (kind[x.id] in ("ew", "move") and x.id not in mat and x.id not in pro
-                        and rid in member.get(x.id, ()))
+        return member
+
+    # A region is what its root reaches through unmaterialised elementwise and movement
+    # nodes, so it changes only where a node it holds is materialised: a split rebuilds
+    # the regions holding the split node (`holders`) and builds the new one, never the
+    # others, and membership is recomputed once per round of splits, not once per split.
+    # A chain of N operators is then planned in O(N), where rebuilding every region per
+    # split took O(N^2 / region size).
+    def inside(x: Node, seen: list) -> bool:
+        if kind[x.id] in ("ew", "move") and x.id not in mat and x.id not in pro:
+            seen.append(x.id)
+            return True
+        return False
+
+    regions: dict[int, Region] = {}
+    holders: dict[int, set] = {}      # node id -> roots of the regions computing it
+    held: dict[int, list] = {}        # root -> the nodes its region computes
+    todo, waiting = [], set()
+
+    def rebuild(r: int) -> None:
+        if r not in waiting:
+            waiting.add(r)
+            todo.append(r)
+
+    member = memberships()
+    for n in reversed(nodes):
+        if n.id in mat or n.id in pro:
+            rebuild(n.id)
+    while True:
+        while todo:
+            rid = todo.pop()
+            waiting.discard(rid)
+            for x in held.pop(rid, ()):
+                holders[x].discard(rid)
+            regions.pop(rid, None)
+            seen: list = []
             try:
-                regions[rid] = build_region(by_id[rid], inside,
+                regions[rid] = build_region(by_id[rid], lambda x: inside(x, seen),
                                             PROLOGUE_BUDGET if rid in pro else REGION_BUDGET, profile)
             except Split as e:
-                splits.add(e.node.id)
-        if not splits:
+                sid = e.node.id
+                pro.discard(sid)
+                mat.add(sid)
+                for r in {rid, sid} | holders.get(sid, set()):
+                    rebuild(r)
+                continue
+            held[rid] = seen
+            for x in seen:
+                holders.setdefault(x, set()).add(rid)
+        before = len(mat)
+        member = memberships()
+        if len(mat) == before:
             break
-        for s in splits:
-            pro.discard(s)
-            mat.add(s)
+        for x in mat:
+            if x not in regions and x not in waiting:
+                rebuild(x)
+            for r in holders.get(x, ()):
+                rebuild(r)
 
     # epilogues: a reduction whose every consumer lies in one region that reads it in
     # its own order (its shape, or a reshape of it)
@@ -281,7 +327,7 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
                 groups.append(Group(n, node=n, reads=ops, operands=ops, transposed=tr))
             else:
                 groups.append(Group(n, node=n, reads=n.inputs))
-    return _inputs_first(groups)
+    return _inputs_first(memory_order(groups, graph.outputs))
 
 
 EARLY_BYTES = 4096   # the largest output a kernel reading only inputs is moved first with

@@ -29,8 +29,13 @@ recording zeroes first (`Dispatch.zero`), so a fast core takes more units
 (bench/RESULTS.md has the measurements).
 
 Only runs the schedule already puts side by side merge: the memory plan reuses ranges
-in schedule order, so moving independent work next to other work would mostly meet a
-range it must wait for.
+in schedule order (`order.memory_order`), so moving independent work next to other work
+would mostly meet a range it must wait for, and would keep alive what the order frees.
+
+A merged kernel is bounded by what its first compile may cost (`_cheap_to_compile`):
+lavapipe's LLVM compile time grows faster than a kernel's size, and a merged kernel is
+new code where its identical parts were one kernel compiled once (bench/RESULTS.md,
+"merge budget", has the first calls with and without the bound).
 
 Only dispatches touching at most MAX_BYTES each are merged: a long kernel does not
 notice the cost of a dispatch, and keeping it alone keeps its own meta reads where they were.
@@ -43,11 +48,14 @@ from typing import Iterator
 
 import numpy as np
 
-from .dispatch import Dispatch, View, barriers_before
+from .dispatch import Dispatch, View
 from .program import Program, merged
 
 MAX_BYTES = 8 << 20     # bytes a dispatch's tensors span, at most, to be merged
 TINY = 64 << 10         # ... and where all touch at most this, one workgroup may run them
+COMPILE_RATIO = 3        # a merged kernel's first compile over its parts', at most
+SMALL_SOURCE = 100_000   # GLSL characters below which a merged kernel is always cheap
+WINDOW = 8            # runs a mergeable dispatch may move back across (`_runs`)
 SLOTS = 256             # counters one program's dynamic dispatches may use
 _off = [0]              # `disabled` depth
 
@@ -65,6 +73,10 @@ class _Part:
     def subgroups(self) -> bool:
         return self.program.subgroups
 
+    @property
+    def size(self) -> int:       # GLSL characters but its libraries' (a merged kernel holds those once)
+        return len(self.program.render(0)) - sum(len(t) for t in self.program.libraries.values())
+
 
 def _part(ds) -> _Part | None:
     p: Program = ds.kernel.program
@@ -79,6 +91,15 @@ def _fits(dev, parts: list, extra: int = 0) -> bool:
     texel = sum(p.ds.kernel.n_tensors for p in parts) + 1 + extra - storage
     return (storage <= dev.max_storage_buffers and texel <= dev.max_sampled
             and storage + texel <= dev.max_resources)
+
+
+def _cheap_to_compile(size: int, squares: int) -> bool:
+    """Whether a merged kernel of `size` GLSL characters, from parts whose sizes' squares
+    add up to `squares`, compiles in at most COMPILE_RATIO times its parts' time, taking
+    compile time to grow as the square of a kernel's size (lavapipe's LLVM grows faster
+    than linearly): two like parts cost twice, three three times, 31 thirty-one. Kernels
+    of at most SMALL_SOURCE characters merge freely (they compile in milliseconds)."""
+    return size <= SMALL_SOURCE or size * size <= COMPILE_RATIO * squares
 
 
 def _sets(parts: list, S: int, dev, workers: int) -> list[tuple[list, int, int]]:
@@ -118,12 +139,17 @@ def _sets(parts: list, S: int, dev, workers: int) -> list[tuple[list, int, int]]
         if len(take) < 2:             # no two parts share a count: each alone
             sets += [alone(p) for p in take] + [alone(p) for _, p in ok]
             break
-        cur = []
+        cur, size, sq, libs = [], 0, 0, set()
         for p in take:
-            if cur and not _fits(dev, cur + [p]):
+            whole = p.size + sum(len(t) for t in p.program.libraries.values())
+            grown = size + p.size + sum(len(t) for n, t in p.program.libraries.items() if n not in libs)
+            if cur and (not _fits(dev, cur + [p]) or not _cheap_to_compile(grown, sq + whole * whole)):
                 sets.append((cur, L, G))
-                cur = []
+                cur, sq, libs = [], 0, set()
+                grown = whole
             cur.append(p)
+            size, sq = grown, sq + whole * whole
+            libs.update(p.program.libraries)
         sets.append((cur, L, G))
     return sets + singles
 
@@ -152,6 +178,51 @@ def _counter(rt, slot: int) -> View:
     return View(buf.block.buffer, buf.offset + slot * stride, 4, id(buf.block), (1,), np.dtype(np.uint32))
 
 
+class _Run:
+    """Dispatches that need no barrier between them, and the byte ranges they touch."""
+
+    def __init__(self):
+        self.items: list = []
+        self.reads: list = []
+        self.writes: list = []
+
+    def add(self, ds, rs: list, ws: list) -> None:
+        self.items.append(ds)
+        self.reads += rs
+        self.writes += ws
+
+    def conflicts(self, rs: list, ws: list) -> bool:
+        def hit(a, bs):
+            return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in bs)
+        return any(hit(r, self.writes) for r in rs + ws) or any(hit(w, self.reads) for w in ws)
+
+
+def _ranges(ds) -> tuple[list, list]:
+    rr = [(v.region, v.offset, v.offset + v.nbytes) for v in ds.views]
+    return [r for i, r in enumerate(rr) if i not in ds.writes], [rr[i] for i in ds.writes]
+
+
+def _runs(dispatches: list) -> list[list]:
+    """dispatches in runs that need no barrier inside. A mergeable dispatch joins the
+    earliest of the last WINDOW runs that it, and every run after it, touches no range
+    of in conflict (it then runs before those later runs, which is the same program: the
+    memory plan's ranges are fixed, and a range reused after a value dies is a conflict
+    that keeps the order). So a layer's input gradient joins its weight gradient across
+    the weight update that the memory order put between them. Others keep their place."""
+    runs: list[_Run] = []
+    for ds in dispatches:
+        rs, ws = _ranges(ds)
+        at = len(runs)
+        while at > 0 and not runs[at - 1].conflicts(rs, ws):
+            at -= 1
+            if _part(ds) is None or len(runs) - at >= WINDOW:
+                break
+        if at == len(runs):
+            runs.append(_Run())
+        runs[at].add(ds, rs, ws)
+    return [r.items for r in runs]
+
+
 def active(profile) -> bool:
     """Whether dispatches under profile are merged (and so their kernels compiled late)."""
     return profile.merge and not _off[0]
@@ -165,13 +236,7 @@ def merge(rt, dispatches: list) -> list:
     workers = max(prof.workers, 1)
     if not active(prof) or not dispatches:
         return dispatches
-    runs, cur = [], []
-    for ds, hazard in zip(dispatches, barriers_before(dispatches)):
-        if hazard and cur:
-            runs.append(cur)
-            cur = []
-        cur.append(ds)
-    runs.append(cur)
+    runs = _runs(dispatches)
     out, slot = [], 0
     for run in runs:
         parts, keep = [], []
