@@ -363,6 +363,24 @@ def test_reshape_without_a_strided_layout_materialises_its_input():
     _agree(got, want)
 
 
+def test_a_chain_reading_two_inputs_per_step_fills_its_regions():
+    """Cut where the bindings run out, not next to the root: a chain of n steps, each
+    reading two inputs, takes about 2n / max_leaves kernels (one step per kernel before)."""
+    L = device().profile.max_leaves
+    n = 6 * L
+    xs = [_data((16,), np.float32) for _ in range(2 * n + 1)]
+
+    def f(x, *cs):
+        for c, d in zip(cs[::2], cs[1::2]):
+            x = vnp.tanh(x * c + d)
+        return x
+    groups = fusion.schedule(vkml.make_graph(f, *[vnp.asarray(v) for v in xs]))
+    assert len(groups) <= 2 * n // (L - 2) + 2, len(groups)
+    assert all(len(grp.region.leaves) <= L for grp in groups)
+    got, want, _, _ = _both(f, *xs)
+    _agree(got, want)
+
+
 def test_region_input_limit_splits_regions():
     n = device().profile.max_leaves + 5
     xs = [_data((16,), np.float32) for _ in range(n)]

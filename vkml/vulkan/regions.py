@@ -202,6 +202,8 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) 
     leaf_idx: dict[int, int] = {}
     stack: list[Node] = []
     entry: list[int] = []         # reg.weight when each stack node was entered
+    entry_leaves: list[int] = []  # and len(reg.leaves)
+    finished: dict[int, tuple] = {}   # computed node id -> (inputs its subtree added, node)
 
     def emit(instr, dtype) -> int:
         reg.code.append(instr)
@@ -218,8 +220,13 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) 
         return lay
 
     def split_for_leaves() -> Node:
-        # the computed operand nearest the root on the current path takes its subtree's
-        # inputs with it (a movement operator only if there is nothing else)
+        # the finished subtree that brought the most inputs takes them with it, so the
+        # region keeps all it can: the walk reaches a chain's first inputs first, and a
+        # chain reading two inputs per step is then cut every max_leaves / 2 steps
+        # (cutting on the current path, nearest the root, left one step per region)
+        best = max(finished.values(), key=lambda f: f[0], default=None)
+        if best is not None and best[0] >= 2:
+            return best[1]
         for s in stack[1:]:
             if s.op not in MOVES:
                 return s
@@ -260,6 +267,7 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) 
                 raise Split(n)
         stack.append(n)
         entry.append(reg.weight)
+        entry_leaves.append(len(reg.leaves))
         if n.op in MOVES:
             r = visit(n.inputs[0], [_move_step(n)] + steps)
         elif n.op is OpKind.Sum:       # `_inline_sum`: the elements added in order
@@ -294,6 +302,9 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) 
             reg.weight += w
         stack.pop()
         entry.pop()
+        added = len(reg.leaves) - entry_leaves.pop()
+        if n is not root and n.op not in MOVES and added > finished.get(n.id, (0,))[0]:
+            finished[n.id] = (added, n)
         memo[k] = r
         return r
 
