@@ -434,6 +434,9 @@ def _local_size(dev, threads: int) -> int:
     keep every core busy."""
     if dev.profile.large_groups and threads >= 1 << 16:
         return min(1024, dev.max_workgroup_invocations)
+    if dev.profile.cpu and threads < 256:
+        # a CPU driver runs every invocation of a group, in range or not
+        return max(dev.subgroup_size, 1 << (threads - 1).bit_length())
     return 256
 
 
