@@ -81,30 +81,3 @@ def test_kernels_agree_with_and_without_hoisting(hoist):
     z = np.exp(h - h.max(axis=1, keepdims=True))
     np.testing.assert_allclose(got[0], z / z.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got[1], (y[:, None] == np.arange(11)).sum(axis=0))
-
-
-def test_pipeline_cache_persists_across_processes(tmp_path, monkeypatch):
-    """Pipelines are created through a VkPipelineCache kept on disk: a new cache (as a
-    second process makes) starts from the file an earlier one saved; VKML_PIPELINE_CACHE=0
-    creates pipelines without one."""
-    from vkml.vulkan import runtime
-    from vkml.vulkan.kernels import KernelCache, PipelineCache
-    monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path))
-    dev = runtime.get().dev
-    first = PipelineCache(dev)
-    assert first.handle is not None and first.path.parent == tmp_path / "pipelines"
-    first.dirty = True
-    first.save()
-    saved = first.path.read_bytes()
-    assert saved and saved == first.data() and not first.dirty
-    second = PipelineCache(dev)          # loads the file: the same header and contents
-    assert second.handle is not None and second.data()[:16] == saved[:16]
-    first.path.write_bytes(b"not a pipeline cache")   # refused data: an empty cache, no error
-    assert PipelineCache(dev).handle is not None
-    monkeypatch.setenv("VKML_PIPELINE_CACHE", "0")
-    kc = KernelCache(dev)
-    assert kc.pipelines.handle is None
-    p = Program("no_pipeline_cache")
-    o = p.buffer("o", "float")
-    p.main(f"{o}[gidx()] = 2.0;")
-    assert kc.get(p).built

@@ -260,9 +260,12 @@ class Device:
         vk.vkGetPhysicalDeviceProperties2(self.physical, p2)
         self.subgroup_size = int(sub.subgroupSize) or 32
         self.driver = _DRIVERS.get(int(drv.driverID), "other")
-        # what a pipeline cache's data is valid for (`kernels.PipelineCache`)
-        self.pipeline_cache_id = (f"{int(p.vendorID):04x}-{int(p.deviceID):04x}-"
-                                  + bytes(int(b) & 0xFF for b in p.pipelineCacheUUID).hex())
+        # what a pipeline cache's data is valid for (`kernels.PipelineCache` checks a
+        # file's header against these)
+        self.vendor_id, self.device_id = int(p.vendorID), int(p.deviceID)
+        self.pipeline_cache_uuid = bytes(int(b) & 0xFF for b in p.pipelineCacheUUID)
+        self.pipeline_cache_id = (f"{self.vendor_id:04x}-{self.device_id:04x}-"
+                                  + self.pipeline_cache_uuid.hex())
         if self.driver == "other" and "llvmpipe" in self.name:
             self.driver = "lavapipe"
         feats = vk.vkGetPhysicalDeviceFeatures(self.physical)
@@ -277,7 +280,13 @@ class Device:
         enabled = vk.VkPhysicalDeviceFeatures(shaderFloat64=self.has_float64, shaderInt64=self.has_int64)
         qci = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1,
                                          pQueuePriorities=[1.0])
-        dci = vk.VkDeviceCreateInfo(pQueueCreateInfos=[qci], pEnabledFeatures=enabled)
+        # pipeline creation feedback (core only from Vulkan 1.3; vkml asks for 1.2): whether
+        # the driver found a pipeline in the cache (`KernelCache.stats`)
+        exts = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
+        self.creation_feedback = vk.VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME in exts
+        names = [vk.VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME] if self.creation_feedback else []
+        dci = vk.VkDeviceCreateInfo(pQueueCreateInfos=[qci], pEnabledFeatures=enabled,
+                                    ppEnabledExtensionNames=names)
         self.device = vk.vkCreateDevice(self.physical, dci, None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.command_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(

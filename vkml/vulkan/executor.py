@@ -62,8 +62,8 @@ class LowerCtx:
 
     def kernel(self, program: Program) -> Kernel:
         """The kernel of a program; compiled once `lower_graph` knows which kernels `merge`
-        leaves standing."""
-        return self.kernels.get(program, build=not merge.active(self.profile))
+        leaves standing, all of them together (`KernelCache.build_all`)."""
+        return self.kernels.get(program, build=False)
 
     def dispatch(self, kernel: Kernel, meta: Mapping | Sequence[int], views: Sequence[View],
                  writes: Sequence[int] | None = None, groups: int | None = None,
@@ -284,9 +284,10 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
         dispatches.extend(ctx.dispatches)
     outs = [results[o.id] if o.id in results else held[o.id] for o in graph.outputs]
     n_kernels = len(dispatches)
-    dispatches = [d if d.kernel.built else Dispatch(rt.kernels.build(d.kernel), d.meta, d.views, d.writes,
-                                                    d.groups, d.zero)
-                  for d in merge.merge(rt, dispatches)]
+    dispatches = merge.merge(rt, dispatches)
+    built = rt.kernels.build_all([d.kernel for d in dispatches])
+    dispatches = [d if d.kernel is k else Dispatch(k, d.meta, d.views, d.writes, d.groups, d.zero)
+                  for d, k in zip(dispatches, built)]
     return Lowered(p, dispatches, outs, arena, list(held.values()), n_kernels, checks)
 
 

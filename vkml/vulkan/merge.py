@@ -254,7 +254,7 @@ def merge(rt, dispatches: list) -> list:
                 bases.append(base)
                 base += len(p.ds.meta)
             prog = merged([(p.program, p.ds.groups, b) for p, b in zip(s, bases)], L, G, counter=dyn)
-            k = rt.kernels.get(prog)
+            k = rt.kernels.get(prog, build=False)    # built with the rest (`lower_graph`)
             views, writes, base = [], [], 0
             for p in s:
                 writes += [base + w for w in p.ds.writes]
