@@ -177,8 +177,11 @@ class KernelCache:
         self.lock = threading.Lock()
         self.pipelines = PipelineCache(dev)
 
-    def layout(self, n_tensors: int, texels: tuple = ()):
-        key = (n_tensors, tuple(f is not None for f in texels))
+    def layout(self, n_tensors: int, texels: tuple = (), push: int = 0):
+        """(descriptor set layout, pipeline layout) of kernels binding n_tensors after meta,
+        those where texels says so as texel buffers, and reading push bytes of push
+        constants (the addresses of `program.Binding.address` bindings)."""
+        key = (n_tensors, tuple(f is not None for f in texels), push)
         if key not in self._layouts:
             d = self.dev.device
             kinds = [False] + list(key[1]) + [False] * (n_tensors - len(texels))
@@ -187,7 +190,10 @@ class KernelCache:
                 else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
                 stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i, t in enumerate(kinds)]
             dsl = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(pBindings=binds), None)
-            pl = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(pSetLayouts=[dsl]), None)
+            ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push)
+                      ] if push else None
+            pl = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(
+                pSetLayouts=[dsl], pPushConstantRanges=ranges), None)
             self._layouts[key] = (dsl, pl)
         return self._layouts[key]
 
@@ -220,9 +226,15 @@ class KernelCache:
             if k is not None:
                 return k
             name, source, spec = program.name, program.render(hoist), program.spec
+            if program.push_bytes > self.dev.max_push_constants:
+                raise ValueError(
+                    f"{name}: {len(program.addresses)} operands larger than one storage-buffer binding "
+                    f"({self.dev.max_storage_buffer_range:,} bytes) need {program.push_bytes} bytes of "
+                    f"addresses, more than {self.dev.name}'s {self.dev.max_push_constants} bytes of push "
+                    f"constants. Split the computation into smaller arrays.")
             code = _compile.spirv(source, name)
             d = self.dev.device
-            dsl, pl = self.layout(program.n_tensors, program.texels)
+            dsl, pl = self.layout(program.n_tensors, program.texels, program.push_bytes)
             sm = vk.vkCreateShaderModule(d, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
             # keep every nested struct alive until the call returns (the bindings free eagerly)
             stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
