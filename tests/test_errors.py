@@ -160,10 +160,12 @@ def test_int64_overflow_on_asarray():
 def test_too_large_tensor_raises_before_allocating():
     from vkml.vulkan import runtime
     rt = runtime.get()
-    limit = rt.dev.max_storage_buffer_range
-    n = limit // 4 + 2_000_000        # just over the device's limit (lavapipe: 128 MiB)
+    dev = rt.dev
+    limit = dev.max_tensor_bytes      # one allocation (lavapipe: 2 GiB), past one binding's range
+    name = "maxMemoryAllocationSize" if dev.max_allocation <= dev.max_buffer_size else "maxBufferSize"
+    n = limit // 4 + 2_000_000        # just over the device's limit
     blocks, live = len(rt.allocator.blocks), rt.allocator.live_bytes
-    with raises(ValueError, "Full", "maxStorageBufferRange", f"{limit / 2**20:.1f} MiB",
+    with raises(ValueError, "Full", name, f"{limit / 2**20:.1f} MiB",
                 f"{n * 4 / 2**20:.1f} MiB", f"{n * 4:,} bytes", f"{limit:,} bytes"):
         vnp.zeros((n,), vnp.float32)
     assert len(rt.allocator.blocks) == blocks and rt.allocator.live_bytes == live
@@ -175,7 +177,7 @@ def test_too_large_tensor_raises_before_allocating():
 def test_too_large_tensor_message_tells_the_sizes_apart(extra):
     """Issue 14: 128.02 MiB printed as "128.0 MiB exceeds ... 128 MiB"."""
     from vkml.vulkan import runtime
-    limit = runtime.get().dev.max_storage_buffer_range
+    limit = runtime.get().dev.max_tensor_bytes
     n = (limit + extra) // 4
     with pytest.raises(ValueError) as e:
         vnp.zeros((n,), vnp.float32)

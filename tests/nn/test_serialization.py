@@ -160,7 +160,7 @@ def _never_opened(monkeypatch):
 
 def test_zip_bomb_is_refused_before_anything_is_inflated(tmp_path, monkeypatch):
     from vkml.nn import serialization
-    limit = 8 << 20     # stands for the device's maxStorageBufferRange (128 MiB on lavapipe)
+    limit = 8 << 20     # stands for the device's largest tensor (2 GiB on lavapipe)
     monkeypatch.setattr(serialization, "_device_limit", lambda: limit)
     bomb = tmp_path / "bomb.npz"
     n = (limit + (1 << 20)) // 8

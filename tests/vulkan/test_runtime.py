@@ -97,10 +97,18 @@ def test_new_block_when_full_and_trim(alloc):
     assert len(alloc.blocks) == 1               # only a's block (holding a and zero) is left
 
 
-def test_allocation_above_binding_limit_is_refused_before_allocating(alloc):
-    limit = alloc.dev.max_storage_buffer_range
-    with pytest.raises(ValueError, match=r"MyOp: .*maxStorageBufferRange"):
+def test_allocation_above_tensor_limit_is_refused_before_allocating(alloc, monkeypatch):
+    dev = alloc.dev
+    assert dev.buffer_address, "lavapipe and current GPUs have buffer device addresses"
+    limit = dev.max_tensor_bytes           # one allocation (maxMemoryAllocationSize)
+    assert limit > dev.max_storage_buffer_range
+    with pytest.raises(ValueError, match=r"MyOp: .* exceeds this device's (maxMemoryAllocationSize|maxBufferSize)"):
         alloc.alloc(limit + 1, "MyOp")
+    # without buffer device addresses a tensor is one binding
+    monkeypatch.setattr(dev, "buffer_address", False)
+    assert dev.max_tensor_bytes == dev.max_storage_buffer_range
+    with pytest.raises(ValueError, match=r"MyOp: .*maxStorageBufferRange.*without buffer device addresses"):
+        alloc.alloc(dev.max_storage_buffer_range + 1, "MyOp")
     assert alloc.blocks == [] and alloc.live_bytes == 0
 
 

@@ -124,8 +124,8 @@ _HEADER_MAX = 10016   # magic, version, length and the 10,000 bytes numpy reads 
 
 
 def _device_limit() -> int:
-    """The largest array the device holds in one binding (the allocator's size error)."""
-    return runtime.get().dev.max_storage_buffer_range
+    """The largest array the device holds (the allocator's size error)."""
+    return runtime.get().dev.max_tensor_bytes
 
 
 def _check_name(path: str, name: str) -> str:

@@ -195,6 +195,25 @@ def profile_for(driver: str, device_type: int, has_int64: bool, max_storage_buff
     return Profile(**base)
 
 
+def _large_buffers(physical, api: int) -> tuple[int, int, bool]:
+    """(maxMemoryAllocationSize, maxBufferSize, bufferDeviceAddress) of a physical device:
+    the limits Vulkan 1.1 and 1.3 report (2^31 and 2^32 - 1 where the device reports none)
+    and whether it has buffer device addresses (core in 1.2). VKML_BUFFER_ADDRESS=0 turns
+    them off: every tensor must then fit one storage-buffer binding."""
+    m3 = vk.VkPhysicalDeviceMaintenance3Properties()
+    m4 = vk.VkPhysicalDeviceMaintenance4Properties(pNext=m3) if api >= vk.VK_MAKE_VERSION(1, 3, 0) else None
+    vk.vkGetPhysicalDeviceProperties2(physical, vk.VkPhysicalDeviceProperties2(pNext=m4 or m3))
+    max_alloc = int(m3.maxMemoryAllocationSize) or 1 << 31
+    max_buffer = int(m4.maxBufferSize) if m4 is not None and m4.maxBufferSize else 2**32 - 1
+    bda = False
+    if api >= vk.VK_MAKE_VERSION(1, 2, 0) and os.environ.get("VKML_BUFFER_ADDRESS", "1").strip().lower() not in (
+            "0", "false", "off", "no"):
+        f = vk.VkPhysicalDeviceBufferDeviceAddressFeatures()
+        vk.vkGetPhysicalDeviceFeatures2(physical, vk.VkPhysicalDeviceFeatures2(pNext=f))
+        bda = bool(f.bufferDeviceAddress)
+    return max_alloc, max_buffer, bda
+
+
 def _version(v: int) -> str:
     return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
 
@@ -273,7 +292,8 @@ class Device:
         self.has_int64 = bool(feats.shaderInt64)
         mp = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self.memory_types = [int(mp.memoryTypes[i].propertyFlags) for i in range(mp.memoryTypeCount)]
-        self.max_allocation = 1 << 31
+        api = int(p.apiVersion)
+        self.max_allocation, self.max_buffer_size, self.buffer_address = _large_buffers(self.physical, api)
         qfs = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
         self.queue_family = next(i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
         self._keep = []
@@ -285,7 +305,11 @@ class Device:
         exts = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
         self.creation_feedback = vk.VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME in exts
         names = [vk.VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME] if self.creation_feedback else []
-        dci = vk.VkDeviceCreateInfo(pQueueCreateInfos=[qci], pEnabledFeatures=enabled,
+        # a tensor larger than one storage-buffer binding is read through its address
+        # (`program.Binding.address`)
+        bda = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(bufferDeviceAddress=True) \
+            if self.buffer_address else None
+        dci = vk.VkDeviceCreateInfo(pNext=bda, pQueueCreateInfos=[qci], pEnabledFeatures=enabled,
                                     ppEnabledExtensionNames=names)
         self.device = vk.vkCreateDevice(self.physical, dci, None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
@@ -295,6 +319,14 @@ class Device:
         self.lock = threading.RLock()
         self.profile: Profile = profile_for(self.driver, int(p.deviceType), self.has_int64,
                                             self.max_storage_buffers)
+
+    @property
+    def max_tensor_bytes(self) -> int:
+        """The most bytes one tensor may hold: one allocation's worth where kernels reach
+        past a storage-buffer binding by buffer address, else one binding's range."""
+        if self.buffer_address:
+            return min(self.max_allocation, self.max_buffer_size)
+        return self.max_storage_buffer_range
 
     def memory_type(self, type_bits: int, want: int, avoid: int = 0, fallback: int | None = None) -> int:
         """Index of the first memory type allowed by type_bits with all `want` flags (else
@@ -312,7 +344,8 @@ class Device:
     def summary(self) -> str:
         return (f"{self.name} ({self.info.kind}); fp64={'yes' if self.has_float64 else 'no'}, "
                 f"subgroup {self.subgroup_size}, max storage buffer "
-                f"{self.max_storage_buffer_range // 2**20} MiB")
+                f"{self.max_storage_buffer_range // 2**20} MiB, max tensor {self.max_tensor_bytes // 2**20} MiB"
+                + (" (buffer device addresses)" if self.buffer_address else ""))
 
 
 _device: Device | None = None

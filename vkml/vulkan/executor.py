@@ -32,7 +32,7 @@ from . import fusion, merge
 from .dispatch import CHECK_WORDS, Check, Dispatch, View, arm, barriers_before, raise_checks, view_of
 from .kernels import Kernel
 from .lower import elementwise
-from .memory import ALIGN, Buffer
+from .memory import ALIGN, MAX_ELEMENTS, Buffer
 from .program import Program, pack
 from .recording import Recording
 
@@ -76,12 +76,31 @@ class LowerCtx:
         if groups <= 0:
             return
         assert len(views) == kernel.n_tensors, (kernel.name, len(views), kernel.n_tensors)
+        lim = self.dev.max_storage_buffer_range
+        if any(v.nbytes > lim for v in views):
+            kernel = self._addressed(kernel, views)
         prog = kernel.program
         m = pack(prog, meta)
         if m.size and (m.max() > 2**31 - 1 or m.min() < -2**31):
             raise ValueError(f"{kernel.name}: an index or size exceeds the 32-bit range kernels use")
         w = prog.writes if writes is None else tuple(writes)
         self.dispatches.append(Dispatch(kernel, m.astype(np.int32), list(views), w, int(groups)))
+
+    def _addressed(self, kernel: Kernel, views: Sequence[View]) -> Kernel:
+        """The kernel's variant reaching the views past one storage-buffer binding by
+        address (`Program.addressed`); every other dispatch keeps its descriptors."""
+        prog, lim = kernel.program, self.dev.max_storage_buffer_range
+        tex = prog.texels
+        big = [i for i, v in enumerate(views) if v.nbytes > lim and not (tex and tex[i] is not None)]
+        if not big:
+            return kernel
+        for i in big:
+            v = views[i]
+            if not self.dev.buffer_address or v.size > MAX_ELEMENTS:
+                # the allocator refuses such tensors first (`Allocator._check`)
+                self.rt.allocator._check(v.nbytes, kernel.name, v.size)
+                raise AssertionError(f"{kernel.name}: operand {i} of {v.nbytes:,} bytes exceeds one binding")
+        return self.kernel(prog.addressed(big))
 
 
 # kernel family name (OpSpec.kernel) -> module in vkml.vulkan.lower
@@ -241,11 +260,11 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
     p = plan(graph, profile=rt.dev.profile)
-    # the arena is bound piecewise (one view per tensor), so only each tensor must fit
-    # a storage-buffer binding, not the arena as a whole
+    # the arena is bound piecewise (one view per tensor), so only each tensor must be
+    # one the device can hold (`Allocator._check`), not the arena as a whole
     for n in graph.nodes:
-        if n.id in p.offsets:
-            rt.allocator._check(_nbytes(n), SPECS[n.op].name)
+        if n.id in p.offsets or n.size > MAX_ELEMENTS:
+            rt.allocator._check(_nbytes(n), SPECS[n.op].name, n.size)
     arena = rt.allocator.alloc(p.arena_bytes, "intermediates", bound=False) if p.arena_bytes else None
     views: dict[int, View] = {}
     held: dict[int, Buffer] = {}

@@ -295,8 +295,11 @@ class KernelCache:
         self.workers = build_threads()
         self._pool: ThreadPoolExecutor | None = None
 
-    def layout(self, n_tensors: int, texels: tuple = ()):
-        key = (n_tensors, tuple(f is not None for f in texels))
+    def layout(self, n_tensors: int, texels: tuple = (), push: int = 0):
+        """(descriptor set layout, pipeline layout) of kernels binding n_tensors after meta,
+        those where texels says so as texel buffers, and reading push bytes of push
+        constants (the addresses of `program.Binding.address` bindings)."""
+        key = (n_tensors, tuple(f is not None for f in texels), push)
         with self.lock:
             if key not in self._layouts:
                 d = self.dev.device
@@ -306,7 +309,10 @@ class KernelCache:
                     else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
                     stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i, t in enumerate(kinds)]
                 dsl = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(pBindings=binds), None)
-                pl = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(pSetLayouts=[dsl]), None)
+                ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push)
+                          ] if push else None
+                pl = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(
+                    pSetLayouts=[dsl], pPushConstantRanges=ranges), None)
                 self._layouts[key] = (dsl, pl)
             return self._layouts[key]
 
@@ -353,7 +359,14 @@ class KernelCache:
         return [k if k.built else self.get(k.program) for k in kernels]
 
     def _job(self, program: Program, h: str, hoist: int) -> _Job:
-        return _Job(program, h, program.render(hoist), self.layout(program.n_tensors, program.texels))
+        if program.push_bytes > self.dev.max_push_constants:
+            raise ValueError(
+                f"{program.name}: {len(program.addresses)} operands larger than one storage-buffer binding "
+                f"({self.dev.max_storage_buffer_range:,} bytes) need {program.push_bytes} bytes of "
+                f"addresses, more than {self.dev.name}'s {self.dev.max_push_constants} bytes of push "
+                f"constants. Split the computation into smaller arrays.")
+        return _Job(program, h, program.render(hoist),
+                    self.layout(program.n_tensors, program.texels, program.push_bytes))
 
     def _run(self, jobs: list[_Job], parallel: bool) -> list[Kernel]:
         """Make jobs (on the pool where parallel: each worker makes one kernel whole, its

@@ -5,6 +5,14 @@ a block, bound to descriptors by (buffer, offset, range). Blocks prefer device-l
 memory; where that memory is also host-visible (lavapipe, resizable-BAR GPUs) it is
 mapped once and host transfers are plain memcpys, otherwise they go through a staging
 block. Freed ranges return to their block's free list and are reused.
+
+A tensor may be larger than a block (it gets a block of its own) and larger than one
+storage-buffer binding (maxStorageBufferRange, 128 MiB on lavapipe): where the device
+has buffer device addresses every block has one, and a kernel reaches such a view
+through it (`program.Binding.address`). Then one tensor is limited by one allocation
+(`Device.max_tensor_bytes`: maxMemoryAllocationSize, 2 GiB on lavapipe) and by the
+2^31 - 1 elements 32-bit kernel indices reach (MAX_ELEMENTS: 8 GiB of float32), and
+`Allocator._check` names the sizes when either is passed.
 """
 from __future__ import annotations
 
@@ -27,6 +35,12 @@ ALIGN = 256
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT | vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT)
 _HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+# the `vulkan` module leaves the core 1.2 names (and their KHR aliases) None; cffi has them
+_ADDRESS_USAGE = vk.ffi.integer_const("VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT")
+_ADDRESS_MEMORY = vk.ffi.integer_const("VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT")
+# elements one tensor may hold: kernels index with 32-bit integers (signed in places,
+# and SPIR-V reads an access chain's index as signed)
+MAX_ELEMENTS = 2**31 - 1
 
 
 def _bytes(n: int, other: int | None = None) -> str:
@@ -115,9 +129,13 @@ class Block:
     def __init__(self, dev: Device, size: int, host: bool, mapped: bool = False, in_use: int = 0):
         self.dev, self.size = dev, size
         d = dev.device
+        # a view past one binding's range is reached by address (`program.Binding.address`);
+        # every block can be, so that whether a view is reached so is the dispatch's choice
+        addressed = dev.buffer_address
         try:
             self.buffer = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(
-                size=size, usage=_USAGE, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+                size=size, usage=_USAGE | (_ADDRESS_USAGE if addressed else 0),
+                sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         except _OOM as e:
             raise OutOfMemoryError(f"vkml: could not allocate {_mib(size)} of device memory on "
                                    f"{dev.name} ({type(e).__name__})", size) from e
@@ -130,8 +148,9 @@ class Block:
         else:
             t = dev.memory_type(req.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
         try:
+            flags = vk.VkMemoryAllocateFlagsInfo(flags=_ADDRESS_MEMORY) if addressed else None
             self.memory = vk.vkAllocateMemory(d, vk.VkMemoryAllocateInfo(
-                allocationSize=req.size, memoryTypeIndex=t), None)
+                pNext=flags, allocationSize=req.size, memoryTypeIndex=t), None)
         except vk.VkError as e:
             vk.vkDestroyBuffer(d, self.buffer, None)
             if not isinstance(e, _OOM):
@@ -142,7 +161,7 @@ class Block:
             raise OutOfMemoryError(
                 f"vkml: could not allocate {_mib(size)} of device memory on {dev.name} "
                 f"({type(e).__name__}); vkml holds {_mib(in_use)}"
-                + ("" if heap is None else f" of a {_mib(heap)} heap, so at most {_mib(avail)} is available"),
+                + ("" if heap is None else f" of a {_bytes(heap)} heap, so at most {_bytes(avail)} is available"),
                 size, avail) from e
         vk.vkBindBufferMemory(d, self.buffer, self.memory, 0)
         self.host_visible = dev.memory_types[t] & _HOST == _HOST
@@ -247,20 +266,37 @@ class Allocator:
         self.block_bytes = 0
         self.limit: int | None = parse_limit(os.environ.get("VKML_DEVICE_MEMORY_LIMIT"))
 
-    def _check(self, nbytes: int, what: str) -> None:
-        if nbytes > self.dev.max_storage_buffer_range:
-            sizes = _bytes(nbytes, self.dev.max_storage_buffer_range)
+    def _check(self, nbytes: int, what: str, elements: int | None = None) -> None:
+        """ValueError naming the sizes where one tensor of nbytes (of `elements`, where
+        known) cannot be: past the device's largest tensor (`Device.max_tensor_bytes`) or
+        past the elements 32-bit kernel indices reach (MAX_ELEMENTS)."""
+        dev = self.dev
+        if elements is not None and elements > MAX_ELEMENTS:
             raise ValueError(
-                f"{what}: {sizes[0]} exceeds this device's maxStorageBufferRange of {sizes[1]} "
-                f"({self.dev.name}); one tensor "
-                f"must fit in one storage buffer binding. Split it into smaller arrays.")
+                f"{what}: {elements:,} elements ({_bytes(nbytes)}) exceed the {MAX_ELEMENTS:,} "
+                f"(2^31 - 1) elements one tensor may hold: kernels index it with 32-bit integers. "
+                f"Split it into smaller arrays.")
+        limit = dev.max_tensor_bytes
+        if nbytes <= limit:
+            return
+        sizes = _bytes(nbytes, limit)
+        if dev.buffer_address:
+            name = "maxMemoryAllocationSize" if dev.max_allocation <= dev.max_buffer_size else "maxBufferSize"
+            raise ValueError(
+                f"{what}: {sizes[0]} exceeds this device's {name} of {sizes[1]} ({dev.name}); one "
+                f"tensor must fit in one allocation. Split it into smaller arrays.")
+        raise ValueError(
+            f"{what}: {sizes[0]} exceeds this device's maxStorageBufferRange of {sizes[1]} "
+            f"({dev.name}, without buffer device addresses); one tensor "
+            f"must fit in one storage buffer binding. Split it into smaller arrays.")
 
     def alloc(self, nbytes: int, what: str = "allocation", host: bool = False,
               bound: bool = True, mapped: bool | None = None) -> Buffer:
         """A range of at least nbytes (a zero-byte request still gets an aligned slot).
 
-        bound: the range is bound whole to one descriptor, so it must fit the device's
-        maxStorageBufferRange; an arena of many tensors (bound piecewise) passes False.
+        bound: the range holds one tensor, so it must fit the device's largest tensor
+        (`Device.max_tensor_bytes`); an arena of many tensors (bound piecewise) passes
+        False and must fit one allocation.
         host: in host memory (staging). mapped: device-local memory the host can write
         (a GPU's BAR window) where there is such memory, so that the host reads and writes
         it by memcpy instead of a transfer submission; plain device memory where there is
@@ -268,6 +304,10 @@ class Allocator:
         """
         if bound:
             self._check(nbytes, what)
+        elif nbytes > min(self.dev.max_allocation, self.dev.max_buffer_size):
+            sizes = _bytes(nbytes, min(self.dev.max_allocation, self.dev.max_buffer_size))
+            raise ValueError(f"{what}: {sizes[0]} in one range exceeds this device's largest "
+                             f"allocation, {sizes[1]} ({self.dev.name})")
         if mapped is None:
             mapped = nbytes < self.small and not host
         cap = _round(max(nbytes, 4))
@@ -314,13 +354,13 @@ class Allocator:
                 if self.limit is not None and self.block_bytes + size > self.limit:
                     avail = max(self.limit - self.block_bytes, 0)
                     raise OutOfMemoryError(
-                        f"{what}: out of device memory: {_mib(cap)} requested, {_mib(avail)} available "
-                        f"under the memory limit of {_mib(self.limit)} (set_memory_limit or "
+                        f"{what}: out of device memory: {_bytes(cap)} requested, {_bytes(avail)} available "
+                        f"under the memory limit of {_bytes(self.limit)} (set_memory_limit or "
                         f"VKML_DEVICE_MEMORY_LIMIT; {_mib(self.live_bytes)} in use by live arrays "
                         f"and recordings on {self.dev.name}). Free arrays (del) or use smaller ones.",
                         cap, avail) from None
                 raise OutOfMemoryError(
-                    f"{what}: out of device memory: {_mib(cap)} requested; {e} "
+                    f"{what}: out of device memory: {_bytes(cap)} requested; {e} "
                     f"({_mib(self.live_bytes)} in use by live arrays and recordings). Free arrays "
                     f"(del) or use smaller ones.", cap, e.available) from e
             self.block_bytes += size

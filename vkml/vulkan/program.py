@@ -46,6 +46,7 @@ void main() {
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -136,11 +137,15 @@ class Meta:
 @dataclass(frozen=True)
 class Binding:
     """One tensor binding: `name[]` of GLSL type `type`, or with `texel` (a VkFormat) a
-    float uniform texel buffer read with texelFetch."""
+    float uniform texel buffer read with texelFetch. With `address`, `name[]` is reached
+    through a buffer reference whose 64-bit address the recording pushes (push constants,
+    in binding order): a tensor larger than one storage-buffer binding may span
+    (`Program.addressed`). Its descriptor is still bound, clamped to the binding range."""
     name: str
     type: str
     readonly: bool = False
     texel: int | None = None
+    address: bool = False
 
 
 _SWIZZLE = (set("xyzw"), set("rgba"), set("stpq"))
@@ -149,10 +154,10 @@ _SWIZZLE = (set("xyzw"), set("rgba"), set("stpq"))
 def _check_name(name: str) -> None:
     # the preprocessor renames every token of a merged part's global names, so a name
     # that is also a swizzle (`v.x`) or one of the prelude's would be renamed wrongly
-    if not name.isidentifier() or name in RESERVED or name.startswith(("m_", "h_", "gl_")) or any(
+    if not name.isidentifier() or name in RESERVED or name.startswith(("m_", "h_", "gl_", "bda_")) or any(
             set(name) <= s for s in _SWIZZLE):
         raise ValueError(f"program: {name!r} cannot be a global name of a kernel (reserved, a swizzle, "
-                         f"or prefixed m_/h_/gl_)")
+                         f"or prefixed m_/h_/gl_/bda_)")
 
 
 @dataclass
@@ -180,6 +185,8 @@ class Program:
     _reads: dict = field(default_factory=dict, repr=False)    # fixed meta reads: identifier -> index
     _calls: set = field(default_factory=set, repr=False)       # array fields read at computed places
     _source: dict = field(default_factory=dict, repr=False)
+    _variants: dict = field(default_factory=dict, repr=False)   # `addressed` programs by bindings
+    _addresses: tuple = ()     # set by `addressed` (a recording asks at every dispatch)
 
     # ---------------------------------------------------------------- building
 
@@ -254,7 +261,52 @@ class Program:
 
     @property
     def mergeable(self) -> bool:
-        return not self.grid and not self.spec
+        return not self.grid and not self.spec and not self.addresses
+
+    @property
+    def addresses(self) -> tuple:
+        """The tensor bindings (0-based) reached by address (`Binding.address`)."""
+        return self._addresses
+
+    @property
+    def push_bytes(self) -> int:
+        """Push-constant bytes the kernel reads: one 64-bit address per addressed binding."""
+        return 8 * len(self._addresses)
+
+    def addressed(self, bindings: Sequence[int]) -> "Program":
+        """This program with the storage bindings `bindings` (0-based, as a dispatch's
+        views) reached through buffer references (`Binding.address`): the same body, each
+        such `name[i]` a load or store at the pushed address. A dispatch whose view
+        exceeds the device's binding range runs this variant (`executor.LowerCtx`); one
+        per set of bindings, made once.
+
+        >>> p = Program("Neg")
+        >>> o, x = p.buffer("o", "float"), p.buffer("x0", "float", readonly=True)
+        >>> p.main(f"{o}[gidx()] = -{x}[gidx()];")
+        >>> q = p.addressed([1])
+        >>> q.addresses, q.push_bytes, q.mergeable, q is p.addressed([1])
+        ((1,), 8, False, True)
+        >>> print("".join(l for l in q.render().splitlines(True) if "x0" in l), end="")
+        layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer A2_x0 { float x0[]; };
+        layout(push_constant) uniform Addresses { A2_x0 bda_x0; };
+        #define x0 bda_x0.x0
+          o[gidx()] = -x0[gidx()];
+        """
+        key = tuple(sorted(set(self._addresses) | {int(i) for i in bindings}))
+        q = self._variants.get(key)
+        if q is not None:
+            return q
+        bs = list(self.bindings)
+        for i in key:
+            b = bs[i]
+            if b.texel is not None:
+                raise ValueError(f"{self.name}: binding {b.name!r} is a texel buffer, not reached by address")
+            bs[i] = Binding(b.name, b.type, b.readonly, None, True)
+        q = dataclasses.replace(self, bindings=bs, extensions=list(self.extensions), _source={}, _variants={},
+                                _addresses=key)
+        q.extension("GL_EXT_buffer_reference")
+        self._variants[key] = q
+        return q
 
     def globals(self) -> list[str]:
         """Every name this program declares at file scope."""
@@ -294,14 +346,27 @@ class Program:
 
     def _decls(self, first: int) -> list[str]:
         out = []
+        addressed = []
         for j, b in enumerate(self.bindings):
             n = first + j
             if b.texel is not None:
                 out.append(f"layout(set = 0, binding = {n}) uniform samplerBuffer {b.name};\n")
+            elif b.address:
+                # views lie at least 16 bytes apart (minStorageBufferOffsetAlignment, 256 B
+                # between tensors), which the recording checks
+                ro = "readonly " if b.readonly else ""
+                out.append(f"layout(buffer_reference, std430, buffer_reference_align = 16) {ro}buffer "
+                           f"A{n}_{b.name} {{ {b.type} {b.name}[]; }};\n")
+                addressed.append((n, b.name))
             else:
                 ro = "readonly " if b.readonly else ""
                 out.append(f"layout(std430, set = 0, binding = {n}) {ro}buffer B{n}_{b.name} "
                            f"{{ {b.type} {b.name}[]; }};\n")
+        if addressed:
+            # `name[i]` stays what the body says: the name stands for the reference's array
+            members = " ".join(f"A{n}_{name} bda_{name};" for n, name in addressed)
+            out.append(f"layout(push_constant) uniform Addresses {{ {members} }};\n")
+            out += [f"#define {name} bda_{name}.{name}\n" for _, name in addressed]
         out += [f"shared {t} {n}[{k}];\n" for n, t, k in self.shared_arrays]
         return out
 

@@ -74,6 +74,7 @@ class Recording:
         ffi, lib, null = vk.ffi, vk.lib, vk.ffi.NULL
         d = self.rt.dev.device
         mb, offs = self.meta_buf, self.meta_offs
+        limit = self.rt.dev.max_storage_buffer_range
         n = len(dispatches)
         n_bind = sum(len(ds.views) + 1 for ds in dispatches)
         n_texel = sum(f is not None for ds in dispatches for f in ds.kernel.texels)
@@ -132,6 +133,10 @@ class Recording:
                 else:
                     v = ds.views[j - 1]
                     inf.buffer, inf.offset, inf.range = v.vkbuf, v.offset, max(v.nbytes, 4)
+                    if inf.range > limit and ds.kernel.program.bindings[j - 1].address:
+                        # reached by address (`program.Binding.address`): the kernel does not
+                        # read the descriptor, which must still be valid
+                        inf.range = limit
                 k += 1
         lib.vkUpdateDescriptorSets(d, nw, writes, 0, null)
         return sets
@@ -185,6 +190,8 @@ class Recording:
                 self.barriers += 1
             lib.vkCmdBindPipeline(cb, bind, ds.kernel.pipeline)
             lib.vkCmdBindDescriptorSets(cb, bind, ds.kernel.layout, 0, 1, sets + q, 0, null)
+            if ds.kernel.program.push_bytes:
+                self._push_addresses(cb, ds)
             gx = min(ds.groups, maxx)
             gy = -(-ds.groups // gx)
             if gy > maxy:
@@ -196,6 +203,25 @@ class Recording:
         lib.vkCmdPipelineBarrier(cb, compute, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
                                  0, 1, barrier, 0, null, 0, null)
         _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+
+    def _push_addresses(self, cb, ds: Dispatch) -> None:
+        """Push the device addresses of a dispatch's bindings reached by address, in
+        binding order (`program.Binding.address`)."""
+        ffi, lib = vk.ffi, vk.lib
+        prog = ds.kernel.program
+        info = ffi.new("VkBufferDeviceAddressInfo*")
+        info.sType = vk.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO
+        addrs = []
+        for i in prog.addresses:
+            v = ds.views[i]
+            info.buffer = v.vkbuf
+            a = lib.vkGetBufferDeviceAddress(self.rt.dev.device, info)
+            if not a or (a + v.offset) % 16:
+                raise AssertionError(f"{prog.name}: operand {i} by address at {a:#x} + {v.offset} is not "
+                                     f"16-byte aligned, or its buffer has no address (a lowering bug)")
+            addrs.append(a + v.offset)
+        data = ffi.new("uint64_t[]", addrs)
+        lib.vkCmdPushConstants(cb, ds.kernel.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, prog.push_bytes, data)
 
     def _texel_view(self, v: View, fmt: int, name: str):
         """A buffer view of v's whole texels, owned by this recording."""
