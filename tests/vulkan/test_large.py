@@ -91,7 +91,7 @@ def test_matmul_with_an_operand_or_result_past_the_binding_range(addressed):
     b = rng.random((32, 2048), dtype=np.float32) - 0.5
     c = np.asarray(vnp.asarray(a) @ vnp.asarray(b))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
-    assert "MatMul_subgroup" in addressed
+    assert any(n.startswith("MatMul") for n in addressed), addressed
     del c
     # the operand A, 8704 x 4096 float32 (136 MiB): lavapipe reads it as texels (they
     # reach 2^27 of them); read from a storage buffer it is read by address

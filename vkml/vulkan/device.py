@@ -324,9 +324,8 @@ class Device:
     def max_tensor_bytes(self) -> int:
         """The most bytes one tensor may hold: one allocation's worth where kernels reach
         past a storage-buffer binding by buffer address, else one binding's range."""
-        if self.buffer_address:
-            return min(self.max_allocation, self.max_buffer_size)
-        return self.max_storage_buffer_range
+        one = min(self.max_allocation, self.max_buffer_size)
+        return one if self.buffer_address else min(one, self.max_storage_buffer_range)
 
     def memory_type(self, type_bits: int, want: int, avoid: int = 0, fallback: int | None = None) -> int:
         """Index of the first memory type allowed by type_bits with all `want` flags (else

@@ -280,7 +280,7 @@ class Allocator:
         if nbytes <= limit:
             return
         sizes = _bytes(nbytes, limit)
-        if dev.buffer_address:
+        if dev.buffer_address or limit < dev.max_storage_buffer_range:
             name = "maxMemoryAllocationSize" if dev.max_allocation <= dev.max_buffer_size else "maxBufferSize"
             raise ValueError(
                 f"{what}: {sizes[0]} exceeds this device's {name} of {sizes[1]} ({dev.name}); one "
