@@ -206,3 +206,26 @@ def test_2_31_elements_is_the_next_wall(monkeypatch):
         vnp.zeros(1 << 31)
     assert runtime.memory_stats()["live_bytes"] == live
     assert memory.MAX_ELEMENTS == 2**31 - 1
+
+
+def test_an_arena_larger_than_one_allocation_is_several(monkeypatch):
+    """Intermediates adding up to more than one allocation holds: the arena is allocated
+    in chunks, no value crossing one (here allocations are made to hold 1 MiB)."""
+    dev = runtime.get().dev
+    monkeypatch.setattr(dev, "max_allocation", 1 << 20)
+    x = np.linspace(-1, 1, 3 * 2**16, dtype=np.float32).reshape(3, 2**16)   # 768 KiB
+
+    def f(x):
+        a, b = vnp.exp(x), vnp.tanh(x)      # each read by several reductions: materialised
+        return a.sum(0).sum() + b.sum(1).sum() + a.max() + b.min() + (a * b).sum()
+    lo = vkml.jit(f).lower(vnp.asarray(x))
+    assert lo.arena_bytes > 1 << 20, lo
+    got = float(vkml.jit(f)(vnp.asarray(x)))
+    xd = x.astype(np.float64)
+    a, b = np.exp(xd), np.tanh(xd)
+    want = a.sum() + b.sum() + a.max() + b.min() + (a * b).sum()
+    assert got == pytest.approx(want, rel=1e-5)
+    from vkml.vulkan import executor
+    p = executor.plan(lo.graph, chunk=1 << 20)
+    sizes = {n.id: n.size * n.dtype.itemsize for n in lo.graph.nodes}
+    assert all(o // (1 << 20) == (o + sizes[i] - 1) // (1 << 20) for i, o in p.offsets.items())

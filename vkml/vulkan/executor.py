@@ -147,10 +147,12 @@ def _scratch(g) -> int:
     return sc(g.node) if g.prologue is None else sc(g.node, prologue=g.prologue)
 
 
-def plan(graph: Graph, groups: list | None = None, profile=None) -> Plan:
+def plan(graph: Graph, groups: list | None = None, profile=None, chunk: int | None = None) -> Plan:
     """First-fit liveness plan of the arena over the kernel schedule (`fusion.schedule`
     for profile, default the current device's): only values a kernel writes take space;
-    a value lives from the step of its kernel to the last step reading it."""
+    a value lives from the step of its kernel to the last step reading it. chunk: no
+    value crosses a multiple of it (the arena is then allocated as chunks of at most
+    that many bytes, one device allocation each)."""
     if groups is None:
         groups = fusion.schedule(graph, profile=profile)
     last = {}
@@ -171,11 +173,16 @@ def plan(graph: Graph, groups: list | None = None, profile=None) -> Plan:
 
         def place(size: int, until: int) -> int:
             live.sort()
-            off = 0
+
+            def whole(off: int) -> int:       # off, or the next chunk if size would cross one
+                if chunk and size <= chunk and off // chunk != (off + size - 1) // chunk:
+                    return (off // chunk + 1) * chunk
+                return off
+            off = whole(0)
             for o, s, _ in live:
                 if o - off >= size:
                     break
-                off = max(off, o + s)
+                off = whole(max(off, o + s))
             live.append((off, size, until))
             p.arena_bytes = max(p.arena_bytes, off + size)
             return off
@@ -193,7 +200,7 @@ def plan(graph: Graph, groups: list | None = None, profile=None) -> Plan:
 class Lowered:
     """A graph lowered onto concrete buffers: the dispatches and where each output lives."""
 
-    def __init__(self, plan: Plan, dispatches: list, outputs: list, arena: Buffer | None, held: list,
+    def __init__(self, plan: Plan, dispatches: list, outputs: list, arena: list, held: list,
                  kernel_count: int | None = None, checks: list | None = None):
         self.plan, self.dispatches, self.outputs, self.arena, self.held = plan, dispatches, outputs, arena, held
         self.checks: list[Check] = checks or []     # device checks, read after each run
@@ -259,13 +266,20 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     allocator for the outputs (jit lowers against Placeholders)."""
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
-    p = plan(graph, profile=rt.dev.profile)
+    # no allocation holds more than `chunk`: a larger arena is several, each value in one
+    chunk = min(rt.dev.max_allocation, rt.dev.max_buffer_size) // ALIGN * ALIGN
+    p = plan(graph, profile=rt.dev.profile, chunk=chunk)
     # the arena is bound piecewise (one view per tensor), so only each tensor must be
     # one the device can hold (`Allocator._check`), not the arena as a whole
     for n in graph.nodes:
         if n.id in p.offsets or n.size > MAX_ELEMENTS:
             rt.allocator._check(_nbytes(n), SPECS[n.op].name, n.size)
-    arena = rt.allocator.alloc(p.arena_bytes, "intermediates", bound=False) if p.arena_bytes else None
+    arena = [rt.allocator.alloc(min(chunk, p.arena_bytes - at), "intermediates", bound=False)
+             for at in range(0, p.arena_bytes, chunk)]
+
+    def in_arena(off: int, nbytes: int, shape, dtype) -> View:
+        a = arena[off // chunk]
+        return View(a.block.buffer, a.offset + off % chunk, nbytes, id(a.block), shape, dtype)
     views: dict[int, View] = {}
     held: dict[int, Buffer] = {}
     for node, buf in zip(graph.inputs, inputs):
@@ -284,8 +298,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     for g in p.groups:
         n = g.out
         if n.id in p.offsets:
-            v = View(arena.block.buffer, arena.offset + p.offsets[n.id], _nbytes(n), id(arena.block),
-                     n.shape, n.dtype)
+            v = in_arena(p.offsets[n.id], _nbytes(n), n.shape, n.dtype)
         else:
             b = (output_alloc or rt.allocator.alloc)(_nbytes(n), SPECS[n.op].name)
             results[n.id] = b
@@ -296,8 +309,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
         scratch = None
         if n.id in p.scratch:
             off, sb = p.scratch[n.id]
-            scratch = View(arena.block.buffer, arena.offset + off, sb, id(arena.block), (sb // 4,),
-                           dt.int32)
+            scratch = in_arena(off, sb, (sb // 4,), dt.int32)
         ctx = LowerCtx(rt, scratch, checks)
         _lower_group(g, views, v, ctx)
         dispatches.extend(ctx.dispatches)
