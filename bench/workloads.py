@@ -11,6 +11,7 @@ differ only in how vkml runs (eager or jit): the other columns are timed once pe
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
@@ -451,3 +452,48 @@ WORKLOADS: dict[str, Callable[[float], Workload]] = {
     "replay": lambda s: replay(s, jit=True),
     "ops200_eager": lambda s: replay(s, jit=False),
 }
+
+
+# --------------------------------------------------------------------------- deep MLP (compiler at scale)
+
+DEEP_BATCH, DEEP_WIDTH = 1024, 64
+
+
+def deep_mlp_loss(xp, checkpoint, n: int, policy: str):
+    """loss(params, x) of a depth-n tanh MLP (width DEEP_WIDTH) written against a
+    NumPy-like module `xp` (vkml.numpy or jax.numpy) and its framework's checkpoint, so
+    both run the same program; policy "none", "layer" (each layer checkpointed) or
+    "sqrt" (sqrt(n) segments of sqrt(n) layers checkpointed)."""
+    def layer(h, W, b):
+        return xp.tanh(h @ W + b)
+
+    def seg(h, Wl, bl):
+        for W, b in zip(Wl, bl):
+            h = layer(h, W, b)
+        return h
+
+    def loss(params, x):
+        Ws, bs = params
+        h = x
+        if policy == "none":
+            h = seg(h, Ws, bs)
+        elif policy == "layer":
+            for W, b in zip(Ws, bs):
+                h = checkpoint(layer)(h, W, b)
+        elif policy == "sqrt":
+            k = max(1, int(round(math.sqrt(n))))
+            for i in range(0, n, k):
+                h = checkpoint(seg)(h, Ws[i:i + k], bs[i:i + k])
+        else:
+            raise ValueError(f"deep_mlp_loss: policy {policy!r}; valid: none, layer, sqrt")
+        return (h * h).sum()
+    return loss
+
+
+def deep_mlp_data(n: int):
+    """NumPy ((weights, biases), x) for `deep_mlp_loss` of depth n, batch DEEP_BATCH."""
+    rng = np.random.default_rng(0)
+    Ws = [rng.normal(size=(DEEP_WIDTH, DEEP_WIDTH)).astype(np.float32) / 8 for _ in range(n)]
+    bs = [np.zeros(DEEP_WIDTH, np.float32) for _ in range(n)]
+    x = rng.normal(size=(DEEP_BATCH, DEEP_WIDTH)).astype(np.float32)
+    return (Ws, bs), x

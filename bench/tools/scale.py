@@ -54,50 +54,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BATCH, WIDTH = 1024, 64
+sys.path.insert(0, str(ROOT))
+from bench.workloads import DEEP_BATCH as BATCH, DEEP_WIDTH as WIDTH  # noqa: E402
+from bench.workloads import deep_mlp_data as mlp_data, deep_mlp_loss as mlp_loss  # noqa: E402
+
 ACT = BATCH * WIDTH * 4
 
 
 # --------------------------------------------------------------------------- models
-# Written once against a NumPy-like module `xp` (vkml.numpy or jax.numpy) and the
-# framework's checkpoint, so both frameworks run exactly the same program.
-
-def mlp_loss(xp, checkpoint, n: int, policy: str):
-    """loss(params, x) of a depth-n tanh MLP; policy "none", "layer" or "sqrt"."""
-    def layer(h, W, b):
-        return xp.tanh(h @ W + b)
-
-    def seg(h, Wl, bl):
-        for W, b in zip(Wl, bl):
-            h = layer(h, W, b)
-        return h
-
-    def loss(params, x):
-        Ws, bs = params
-        h = x
-        if policy == "none":
-            h = seg(h, Ws, bs)
-        elif policy == "layer":
-            for W, b in zip(Ws, bs):
-                h = checkpoint(layer)(h, W, b)
-        elif policy == "sqrt":
-            k = max(1, int(round(math.sqrt(n))))
-            for i in range(0, n, k):
-                h = checkpoint(seg)(h, Ws[i:i + k], bs[i:i + k])
-        else:
-            raise ValueError(f"mlp_loss: policy {policy!r}; valid: none, layer, sqrt")
-        return (h * h).sum()
-    return loss
-
-
-def mlp_data(n: int):
-    import numpy as np
-    rng = np.random.default_rng(0)
-    Ws = [rng.normal(size=(WIDTH, WIDTH)).astype(np.float32) / 8 for _ in range(n)]
-    bs = [np.zeros(WIDTH, np.float32) for _ in range(n)]
-    x = rng.normal(size=(BATCH, WIDTH)).astype(np.float32)
-    return (Ws, bs), x
-
 
 # elementwise ops of the generated graph; each maps moderate values to moderate values
 _UNARY = [

@@ -3,6 +3,8 @@ graphs: planned peaks under each checkpoint policy, stated as inequalities."""
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 from types import SimpleNamespace as NS
 
 import numpy as np
@@ -12,38 +14,18 @@ import vkml
 import vkml.numpy as vnp
 from vkml.vulkan import fusion, order, regions
 
-BATCH, WIDTH = 1024, 64
-ACT = BATCH * WIDTH * 4          # bytes of one activation
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository, for bench
+from bench.workloads import DEEP_BATCH, DEEP_WIDTH, deep_mlp_data, deep_mlp_loss  # noqa: E402
+
+ACT = DEEP_BATCH * DEEP_WIDTH * 4          # bytes of one activation
 
 
 def _mlp(n: int, policy: str):
-    rng = np.random.default_rng(0)
-    ws = [vnp.asarray(rng.normal(size=(WIDTH, WIDTH)).astype(np.float32) / 8) for _ in range(n)]
-    bs = [vnp.zeros(WIDTH) for _ in range(n)]
-    x = vnp.asarray(rng.normal(size=(BATCH, WIDTH)).astype(np.float32))
-
-    def layer(h, w, b):
-        return vnp.tanh(h @ w + b)
-
-    def seg(h, wl, bl):
-        for w, b in zip(wl, bl):
-            h = layer(h, w, b)
-        return h
-
-    def loss(params, x):
-        ws, bs = params
-        h = x
-        if policy == "none":
-            h = seg(h, ws, bs)
-        elif policy == "layer":
-            for w, b in zip(ws, bs):
-                h = vkml.checkpoint(layer)(h, w, b)
-        else:                              # sqrt(n) segments of sqrt(n) layers
-            k = max(1, round(math.sqrt(n)))
-            for i in range(0, n, k):
-                h = vkml.checkpoint(seg)(h, ws[i:i + k], bs[i:i + k])
-        return (h * h).sum()
-    return vkml.jit(vkml.value_and_grad(loss)).lower((ws, bs), x)
+    """The Lowering of `jit(value_and_grad)` of the bench's depth-n tanh MLP."""
+    (ws, bs), x = deep_mlp_data(n)
+    params = ([vnp.asarray(w) for w in ws], [vnp.asarray(b) for b in bs])
+    loss = deep_mlp_loss(vnp, vkml.checkpoint, n, policy)
+    return vkml.jit(vkml.value_and_grad(loss)).lower(params, vnp.asarray(x))
 
 
 @pytest.mark.parametrize("n", [16, 64])
