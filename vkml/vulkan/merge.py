@@ -28,9 +28,10 @@ workgroup per worker, each taking the next unit from an atomic counter that the
 recording zeroes first (`Dispatch.zero`), so a fast core takes more units
 (bench/RESULTS.md has the measurements).
 
-Only runs the schedule already puts side by side merge: the memory plan reuses ranges
-in schedule order (`order.memory_order`), so moving independent work next to other work
-would mostly meet a range it must wait for, and would keep alive what the order frees.
+Merging follows the schedule's order (`order.memory_order`): a mergeable dispatch moves
+back only across runs none of whose byte ranges it conflicts with (`_runs`). The memory
+plan reuses ranges in that order, so a move that would meet a reused range, or read a
+value before it is written, is never made, and nothing lives longer than planned.
 
 A merged kernel is bounded by what its first compile may cost (`_cheap_to_compile`):
 lavapipe's LLVM compile time grows faster than a kernel's size, and a merged kernel is
@@ -74,7 +75,8 @@ class _Part:
         return self.program.subgroups
 
     @property
-    def size(self) -> int:       # GLSL characters but its libraries' (a merged kernel holds those once)
+    def size(self) -> int:
+        """GLSL characters but its libraries' (a merged kernel holds those once)."""
         return len(self.program.render(0)) - sum(len(t) for t in self.program.libraries.values())
 
 
@@ -204,10 +206,10 @@ def _ranges(ds) -> tuple[list, list]:
 
 def _runs(dispatches: list) -> list[list]:
     """dispatches in runs that need no barrier inside. A mergeable dispatch joins the
-    earliest of the last WINDOW runs that it, and every run after it, touches no range
-    of in conflict (it then runs before those later runs, which is the same program: the
-    memory plan's ranges are fixed, and a range reused after a value dies is a conflict
-    that keeps the order). So a layer's input gradient joins its weight gradient across
+    earliest of the last WINDOW runs such that neither it nor any later run has a range
+    in conflict with it (it then runs before those later runs, which is the same program:
+    the memory plan's ranges are fixed, and a range reused after a value dies is a
+    conflict that keeps the order). So a layer's input gradient joins its weight gradient across
     the weight update that the memory order put between them. Others keep their place."""
     runs: list[_Run] = []
     for ds in dispatches:
