@@ -19,8 +19,7 @@ import heapq
 from typing import Callable, Sequence
 
 from ..trace.graph import Node
-
-ALIGN = 256
+from .memory import ALIGN
 
 
 def _bytes(n: Node) -> int:
