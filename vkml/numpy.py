@@ -1348,3 +1348,291 @@ def conj(x) -> Array:
 
 
 conjugate = conj
+
+
+# --------------------------------------------------------------------------- triangles, diagonals
+
+
+def tri(N: int, M: int | None = None, k: int = 0, dtype=float32) -> Array:
+    """Ones at and below the k-th diagonal of an N x M matrix, zeros elsewhere.
+
+    >>> tri(2, 3, k=1, dtype=int32).numpy().tolist()
+    [[1, 1, 0], [1, 1, 1]]
+    """
+    N = _dim("tri", N)
+    M = N if M is None else _dim("tri", M)
+    k = _dim("tri", k)
+    if N < 0 or M < 0:
+        raise ShapeError(f"tri: negative dimensions are not allowed, got N={N}, M={M}")
+    return greater_equal(arange(N)[:, None] + k, arange(M)[None, :]).astype(dtype)
+
+
+def _triangle(name: str, m, k: int, lower: bool) -> Array:
+    m = asarray(m)
+    if m.ndim == 0:
+        raise ShapeError(f"{name}: input must be at least 1-d, got shape {m.shape}")
+    k = _dim(name, k)
+    mask = tri(*m.shape[-2:], k=k if lower else k - 1, dtype=bool_)
+    if not lower:
+        mask = logical_not(mask)
+    # a 1-d input broadcasts against the (N, N) mask, as in NumPy
+    return where(mask, m, zeros((), m.dtype))
+
+
+def tril(m, k: int = 0) -> Array:
+    """The lower triangle of the last two axes (at and below diagonal k), zeros above.
+
+    >>> tril(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    [[1, 0], [3, 4]]
+    """
+    return _triangle("tril", m, k, True)
+
+
+def triu(m, k: int = 0) -> Array:
+    """The upper triangle of the last two axes (at and above diagonal k), zeros below.
+
+    >>> triu(asarray([[1, 2], [3, 4]]), k=1).numpy().tolist()
+    [[0, 2], [0, 0]]
+    """
+    return _triangle("triu", m, k, False)
+
+
+def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
+    """The offset-th diagonal of the (axis1, axis2) planes, appended as the last axis.
+
+    >>> diagonal(asarray([[1, 2, 3], [4, 5, 6]]), offset=1).numpy().tolist()
+    [2, 6]
+    """
+    a = asarray(a)
+    if a.ndim < 2:
+        raise ShapeError(f"diagonal: array must be at least 2-d, got shape {a.shape}")
+    i, j = normalize_axis("diagonal", axis1, a.ndim), normalize_axis("diagonal", axis2, a.ndim)
+    if i == j:
+        raise ShapeError(f"diagonal: axis1 and axis2 cannot be the same (both {i}) for shape "
+                         f"{a.shape}")
+    offset = _dim("diagonal", offset)
+    a = moveaxis(moveaxis(a, i, -1), j if j < i else j - 1, -1)   # (..., rows, cols)
+    R, C = a.shape[-2:]
+    flat = reshape(a, a.shape[:-2] + (R * C,))
+    # the diagonal is the strided run of the flattened plane from its first element
+    n = _b.max(0, _b.min(R, C - offset) if offset >= 0 else _b.min(R + offset, C))
+    start = offset if offset >= 0 else -offset * C
+    if n == 0:
+        return flat[..., 0:0]
+    return flat[..., start:start + (n - 1) * (C + 1) + 1:C + 1]
+
+
+def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None) -> Array:
+    """Sum of the offset-th diagonal of the (axis1, axis2) planes.
+
+    >>> trace(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    5
+    """
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def diag(v, k: int = 0) -> Array:
+    """A 1-d v on the k-th diagonal of a square matrix, or the k-th diagonal of a 2-d v.
+
+    >>> diag(asarray([1, 2]), k=1).numpy().tolist()
+    [[0, 1, 0], [0, 0, 2], [0, 0, 0]]
+    """
+    v = asarray(v)
+    k = _dim("diag", k)
+    if v.ndim == 2:
+        return diagonal(v, k)
+    if v.ndim != 1:
+        raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {v.shape}")
+    n = v.shape[0] + _b.abs(k)
+    # row i of the result holds v[i] (k >= 0) or v[i + k] (k < 0) on its diagonal cell
+    col = pad(v, ((0, k),) if k >= 0 else ((-k, 0),))
+    return where(eye(n, k=k, dtype=bool_), col[:, None], zeros((), v.dtype))
+
+
+def diagflat(v, k: int = 0) -> Array:
+    """The flattened input on the k-th diagonal of a square matrix.
+
+    >>> diagflat(asarray([[1, 2]])).numpy().tolist()
+    [[1, 0], [0, 2]]
+    """
+    return diag(ravel(v), k)
+
+
+# --------------------------------------------------------------------------- rearranging
+
+
+def roll(a, shift, axis=None) -> Array:
+    """Elements shifted cyclically by shift along axis (flattened when None); shift and
+    axis may be tuples (broadcast together, shifts on one axis add).
+
+    >>> roll(asarray([1, 2, 3, 4]), 1).numpy().tolist()
+    [4, 1, 2, 3]
+    """
+    a = asarray(a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), a.shape)
+    shifts, axes = _np.broadcast_arrays(_np.asarray(shift), _np.asarray(axis))
+    if shifts.ndim > 1 or not _np.issubdtype(shifts.dtype, _np.integer) \
+            or not _np.issubdtype(axes.dtype, _np.integer):
+        raise ShapeError(f"roll: shift and axis must be integers or 1-d sequences of them, got "
+                         f"shift={shift!r}, axis={axis!r}")
+    total = {}
+    for s, ax in zip(shifts.reshape(-1).tolist(), axes.reshape(-1).tolist()):
+        ax = normalize_axis("roll", ax, a.ndim)
+        total[ax] = total.get(ax, 0) + s
+    for ax, s in total.items():
+        n = a.shape[ax]
+        s = s % n if n else 0
+        if s == 0:
+            continue
+        lo, hi = [slice(None)] * a.ndim, [slice(None)] * a.ndim
+        lo[ax], hi[ax] = slice(n - s, None), slice(0, n - s)
+        a = concatenate([a[tuple(lo)], a[tuple(hi)]], ax)
+    return a
+
+
+def rot90(m, k: int = 1, axes: tuple = (0, 1)) -> Array:
+    """Rotate by 90 degrees k times in the plane of axes, from the first toward the second.
+
+    >>> rot90(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    [[2, 4], [1, 3]]
+    """
+    m = asarray(m)
+    axes = tuple(axes)
+    if len(axes) != 2:
+        raise ShapeError(f"rot90: axes must name 2 axes, got {axes}")
+    if m.ndim < 2:
+        raise ShapeError(f"rot90: array must be at least 2-d, got shape {m.shape}")
+    if axes[0] == axes[1] or _b.abs(axes[0] - axes[1]) == m.ndim:
+        raise ShapeError(f"rot90: axes {axes} must be two different axes of shape {m.shape}")
+    a0, a1 = (normalize_axis("rot90", x, m.ndim) for x in axes)
+    k = _dim("rot90", k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, a0), a1)
+    perm = list(range(m.ndim))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return transpose(flip(m, a1), perm)
+    return flip(transpose(m, perm), a1)
+
+
+def flipud(m) -> Array:
+    """Reverse the order along axis 0.
+
+    >>> flipud(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    [[3, 4], [1, 2]]
+    """
+    m = asarray(m)
+    if m.ndim < 1:
+        raise ShapeError(f"flipud: input must be at least 1-d, got shape {m.shape}")
+    return flip(m, 0)
+
+
+def fliplr(m) -> Array:
+    """Reverse the order along axis 1.
+
+    >>> fliplr(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    [[2, 1], [4, 3]]
+    """
+    m = asarray(m)
+    if m.ndim < 2:
+        raise ShapeError(f"fliplr: input must be at least 2-d, got shape {m.shape}")
+    return flip(m, 1)
+
+
+# --------------------------------------------------------------------------- at least n-d, stacking
+
+
+def _atleast(arys, shaper):
+    out = tuple(reshape(x, shaper(x.shape)) for x in (asarray(a) for a in arys))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_1d(*arys) -> Array | tuple:
+    """Each input as an array of at least one dimension (one array, or a tuple of them).
+
+    >>> atleast_1d(3.0).shape
+    (1,)
+    """
+    return _atleast(arys, lambda s: s if len(s) >= 1 else (1,))
+
+
+def atleast_2d(*arys) -> Array | tuple:
+    """Each input with at least two dimensions (leading 1s added).
+
+    >>> atleast_2d(asarray([1, 2])).shape
+    (1, 2)
+    """
+    return _atleast(arys, lambda s: s if len(s) >= 2 else (1,) * (2 - len(s)) + s)
+
+
+def atleast_3d(*arys) -> Array | tuple:
+    """Each input with at least three dimensions: 0-d -> (1, 1, 1), (N,) -> (1, N, 1),
+    (M, N) -> (M, N, 1), as in NumPy.
+
+    >>> atleast_3d(asarray([1, 2])).shape
+    (1, 2, 1)
+    """
+    return _atleast(arys, lambda s: s if len(s) >= 3 else
+                    {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)])
+
+
+def _seq(name: str, tup) -> list:
+    if isinstance(tup, Array) or not isinstance(tup, Sequence):
+        raise TypeError(f"{name}: arrays to stack must be passed as a sequence (list or "
+                        f"tuple), got {type(tup).__name__}")
+    if not tup:
+        raise ValueError(f"{name}: need at least one array to concatenate")
+    return [asarray(x) for x in tup]
+
+
+def _join(name: str, xs: list, axis: int) -> Array:
+    """concatenate, its shape errors naming the caller and the caller's input shapes."""
+    try:
+        return concatenate(xs, axis)
+    except ShapeError as e:
+        raise ShapeError(f"{name}: cannot join shapes {[x.shape for x in xs]} along axis "
+                         f"{axis} ({e})") from None
+
+
+def vstack(tup: Sequence) -> Array:
+    """Stack along axis 0 after atleast_2d.
+
+    >>> vstack([asarray([1, 2]), asarray([3, 4])]).numpy().tolist()
+    [[1, 2], [3, 4]]
+    """
+    return _join("vstack", [atleast_2d(x) for x in _seq("vstack", tup)], 0)
+
+
+row_stack = vstack
+
+
+def hstack(tup: Sequence) -> Array:
+    """Stack along axis 1 (axis 0 for 1-d inputs) after atleast_1d.
+
+    >>> hstack([asarray([1, 2]), asarray([3])]).numpy().tolist()
+    [1, 2, 3]
+    """
+    xs = [atleast_1d(x) for x in _seq("hstack", tup)]
+    return _join("hstack", xs, 0 if xs[0].ndim == 1 else 1)
+
+
+def dstack(tup: Sequence) -> Array:
+    """Stack along axis 2 after atleast_3d.
+
+    >>> dstack([asarray([1, 2]), asarray([3, 4])]).numpy().tolist()
+    [[[1, 3], [2, 4]]]
+    """
+    return _join("dstack", [atleast_3d(x) for x in _seq("dstack", tup)], 2)
+
+
+def column_stack(tup: Sequence) -> Array:
+    """1-d inputs as columns, 2-d ones as they are, joined along axis 1.
+
+    >>> column_stack([asarray([1, 2]), asarray([3, 4])]).numpy().tolist()
+    [[1, 3], [2, 4]]
+    """
+    xs = [reshape(x, (-1, 1)) if x.ndim < 2 else x for x in _seq("column_stack", tup)]
+    return _join("column_stack", xs, 1)
