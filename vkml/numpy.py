@@ -1636,3 +1636,308 @@ def column_stack(tup: Sequence) -> Array:
     """
     xs = [reshape(x, (-1, 1)) if x.ndim < 2 else x for x in _seq("column_stack", tup)]
     return _join("column_stack", xs, 1)
+
+
+# --------------------------------------------------------------------------- products, differences
+
+
+def _contract_axes(name: str, a: Array, b: Array, axes) -> tuple[list, list]:
+    if isinstance(axes, int) or (isinstance(axes, _np.ndarray) and axes.ndim == 0):
+        n = int(axes)
+        if n < 0 or n > a.ndim or n > b.ndim:
+            raise ShapeError(f"{name}: axes={n} must be in 0..min(a.ndim, b.ndim) = "
+                             f"0..{_b.min(a.ndim, b.ndim)} for shapes {a.shape} and {b.shape}")
+        return list(range(a.ndim - n, a.ndim)), list(range(n))
+    try:
+        xa, xb = axes
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: axes must be an int or a pair of axis sequences, got "
+                        f"{axes!r}") from None
+    xa = [xa] if isinstance(xa, int) else list(xa)
+    xb = [xb] if isinstance(xb, int) else list(xb)
+    if len(xa) != len(xb):
+        raise ShapeError(f"{name}: shape-mismatch for sum: {len(xa)} axes of a {xa} against "
+                         f"{len(xb)} of b {xb}")
+    return ([normalize_axis(name, x, a.ndim) for x in xa],
+            [normalize_axis(name, x, b.ndim) for x in xb])
+
+
+def tensordot(a, b, axes=2) -> Array:
+    """Sum of products over the given axes of a and b (an int n: a's last n with b's first
+    n), as one matmul of the permuted, flattened operands.
+
+    >>> tensordot(asarray([[1, 2], [3, 4]]), asarray([[1, 0], [0, 1]])).numpy().tolist()
+    5
+    """
+    (a, b), d = _operands("tensordot", a, b)
+    xa, xb = _contract_axes("tensordot", a, b, axes)
+    for i, j in zip(xa, xb):
+        if a.shape[i] != b.shape[j]:
+            raise ShapeError(f"tensordot: shape-mismatch for sum: axis {i} of {a.shape} has size "
+                             f"{a.shape[i]}, axis {j} of {b.shape} has size {b.shape[j]}")
+    fa = [i for i in range(a.ndim) if i not in xa]
+    fb = [j for j in range(b.ndim) if j not in xb]
+    k = size_of([a.shape[i] for i in xa])
+    at = reshape(transpose(a, fa + xa), (size_of([a.shape[i] for i in fa]), k))
+    bt = reshape(transpose(b, xb + fb), (k, size_of([b.shape[j] for j in fb])))
+    out = reshape(matmul(at, bt), tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb))
+    return not_equal(out, 0) if d == dt.bool_ else out
+
+
+def inner(a, b) -> Array:
+    """Sum of products over the last axes of a and b (a product if either is 0-d).
+
+    >>> inner(asarray([1, 2, 3]), asarray([0, 1, 0])).numpy().tolist()
+    2
+    """
+    a, b = asarray(a), asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        raise ShapeError(f"inner: last dimensions differ, shapes {a.shape} and {b.shape}; they "
+                         f"must be equal")
+    return tensordot(a, b, ([-1], [-1]))
+
+
+def kron(a, b) -> Array:
+    """Kronecker product: blocks a[i] * b, the shape the elementwise product of shapes.
+
+    >>> kron(asarray([1, 10]), asarray([1, 2])).numpy().tolist()
+    [1, 2, 10, 20]
+    """
+    a, b = asarray(a), asarray(b)
+    nd = _b.max(a.ndim, b.ndim)
+    sa, sb = (1,) * (nd - a.ndim) + a.shape, (1,) * (nd - b.ndim) + b.shape
+    # interleaved axes (a0, b0, a1, b1, ...) broadcast to every pair, then merged pairwise
+    ia = reshape(a, tuple(x for s in sa for x in (s, 1)))
+    ib = reshape(b, tuple(x for s in sb for x in (1, s)))
+    out = logical_and(ia, ib) if a.dtype == b.dtype == dt.bool_ else multiply(ia, ib)
+    return reshape(out, tuple(x * y for x, y in zip(sa, sb)))
+
+
+def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Array:
+    """Cross product of 3-vectors (or 2-vectors, the missing z taken as 0; two 2-vectors
+    give the z component alone) along axisa of a and axisb of b, broadcast over the rest.
+
+    >>> cross(asarray([1, 0, 0]), asarray([0, 1, 0])).numpy().tolist()
+    [0, 0, 1]
+    """
+    (a, b), _ = _operands("cross", a, b)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"cross: operands must be at least 1-d, got shapes {a.shape} and {b.shape}")
+    a = moveaxis(a, normalize_axis("cross", axisa, a.ndim), -1)
+    b = moveaxis(b, normalize_axis("cross", axisb, b.ndim), -1)
+    na, nb = a.shape[-1], b.shape[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ShapeError(f"cross: incompatible dimensions for cross product: vector sizes {na} "
+                         f"and {nb} (dimension must be 2 or 3)")
+    a0, a1, b0, b1 = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+    z = a0 * b1 - a1 * b0
+    if na == nb == 2:
+        return z
+    if na == 3 and nb == 3:
+        a2, b2 = a[..., 2], b[..., 2]
+        x, y = a1 * b2 - a2 * b1, a2 * b0 - a0 * b2
+    elif na == 2:
+        b2 = b[..., 2]
+        x, y = a1 * b2, negative(a0 * b2)
+    else:
+        a2 = a[..., 2]
+        x, y = negative(a2 * b1), a2 * b0
+    x, y, z = broadcast_arrays(x, y, z)
+    return stack([x, y, z], normalize_axis("cross", axisc, z.ndim + 1))
+
+
+def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None) -> Array:
+    """n-th forward difference along axis (not_equal for bool), after joining prepend and
+    append (0-d ones broadcast to one slice).
+
+    >>> diff(asarray([1, 4, 9, 16]), n=2).numpy().tolist()
+    [2, 2]
+    """
+    a = asarray(a)
+    n = _dim("diff", n)
+    if n < 0:
+        raise ShapeError(f"diff: order must be non-negative but got n={n}")
+    if a.ndim == 0:
+        raise ShapeError(f"diff: requires input that is at least one dimensional, got shape {a.shape}")
+    ax = normalize_axis("diff", axis, a.ndim)
+    parts = []
+    for v in (prepend, a, append):
+        if v is None:
+            continue
+        v = asarray(v)
+        if v.ndim == 0:
+            v = broadcast_to(v, a.shape[:ax] + (1,) + a.shape[ax + 1:])
+        parts.append(v)
+    if len(parts) > 1:
+        a = _join("diff", parts, ax)
+    hi, lo = [slice(None)] * a.ndim, [slice(None)] * a.ndim
+    hi[ax], lo[ax] = slice(1, None), slice(None, -1)
+    for _ in range(n):
+        a = not_equal(a[tuple(hi)], a[tuple(lo)]) if a.dtype == dt.bool_ else \
+            subtract(a[tuple(hi)], a[tuple(lo)])
+    return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None) -> Array:
+    """Differences of the flattened array, to_begin and to_end (flattened, cast to its dtype)
+    joined at the ends.
+
+    >>> ediff1d(asarray([1, 2, 4]), to_begin=0).numpy().tolist()
+    [0, 1, 2]
+    """
+    a = ravel(asarray(ary))
+    parts = [subtract(a[1:], a[:-1])]
+    for v, at in ((to_begin, 0), (to_end, 1)):
+        if v is None:
+            continue
+        v = ravel(asarray(v))
+        if not _np.can_cast(v.dtype, a.dtype, "same_kind"):
+            raise TypeError(f"ediff1d: dtype of to_begin/to_end ({v.dtype}) must be castable "
+                             f"to the input's ({a.dtype})")
+        parts.insert(len(parts) * at, v.astype(a.dtype))
+    return concatenate(parts, 0) if len(parts) > 1 else parts[0]
+
+
+# --------------------------------------------------------------------------- repeating, splitting
+
+
+def repeat(a, repeats, axis: int | None = None) -> Array:
+    """Each element repeated (flattened when axis is None); repeats an int or one count per
+    element along axis (concrete: it decides the shape).
+
+    >>> repeat(asarray([1, 2]), [1, 3]).numpy().tolist()
+    [1, 2, 2, 2]
+    """
+    a = asarray(a)
+    if axis is None:
+        a, ax = ravel(a), 0
+    else:
+        ax = normalize_axis("repeat", axis, a.ndim)
+    r = _np.asarray(repeats)
+    if not _np.issubdtype(r.dtype, _np.integer) or r.ndim > 1:
+        raise TypeError(f"repeat: repeats must be an int or a 1-d sequence of ints, got "
+                        f"{repeats!r}")
+    if (r < 0).any():
+        raise ShapeError(f"repeat: repeats must be non-negative, got {r.tolist()}")
+    n = a.shape[ax]
+    if r.size == 1:
+        k = int(r.reshape(()))
+        e = broadcast_to(expand_dims(a, ax + 1), a.shape[:ax + 1] + (k,) + a.shape[ax + 1:])
+        return reshape(e, a.shape[:ax] + (n * k,) + a.shape[ax + 1:])
+    if r.size != n:
+        raise ShapeError(f"repeat: {r.size} repeats for axis {ax} of size {n} (shape "
+                         f"{a.shape}); give one count, or one per element")
+    # the gather positions follow from the (concrete) counts alone; the data stays on the device
+    return take(a, _np.repeat(_np.arange(n, dtype=_np.int32), r), axis=ax)
+
+
+def tile(A, reps) -> Array:
+    """A repeated reps[i] times along axis i (shapes aligned at the right, as in NumPy).
+
+    >>> tile(asarray([1, 2]), (2, 2)).numpy().tolist()
+    [[1, 2, 1, 2], [1, 2, 1, 2]]
+    """
+    A = asarray(A)
+    reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    reps = tuple(_dim("tile", r) for r in reps)
+    if _b.any(r < 0 for r in reps):
+        raise ShapeError(f"tile: reps must be non-negative, got {reps}")
+    nd = _b.max(len(reps), A.ndim)
+    reps = (1,) * (nd - len(reps)) + reps
+    s = (1,) * (nd - A.ndim) + A.shape
+    a = reshape(A, tuple(x for d in s for x in (1, d)))
+    a = broadcast_to(a, tuple(x for r, d in zip(reps, s) for x in (r, d)))
+    return reshape(a, tuple(r * d for r, d in zip(reps, s)))
+
+
+def append(arr, values, axis: int | None = None) -> Array:
+    """values joined after arr along axis (both flattened when axis is None).
+
+    >>> append(asarray([1, 2]), [[3], [4]]).numpy().tolist()
+    [1, 2, 3, 4]
+    """
+    arr, values = asarray(arr), asarray(values)
+    if axis is None:
+        return _join("append", [ravel(arr), ravel(values)], 0)
+    if arr.ndim == 0:
+        raise ShapeError("append: zero-dimensional arrays cannot be joined along an axis")
+    return _join("append", [arr, values], normalize_axis("append", axis, arr.ndim))
+
+
+def array_split(ary, indices_or_sections, axis: int = 0) -> list[Array]:
+    """split that allows unequal sections: the first (size % n) of the n sections get one
+    element more.
+
+    >>> [s.numpy().tolist() for s in array_split(arange(5), 3)]
+    [[0, 1], [2, 3], [4]]
+    """
+    a = asarray(ary)
+    ax = normalize_axis("array_split", axis, a.ndim)
+    if isinstance(indices_or_sections, int) or (isinstance(indices_or_sections, _np.ndarray)
+                                                and indices_or_sections.ndim == 0):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ShapeError(f"array_split: number of sections must be larger than 0, got {k}")
+        each, extra = _b.divmod(a.shape[ax], k)
+        sizes = [each + 1] * extra + [each] * (k - extra)
+        indices_or_sections = _np.cumsum(sizes[:-1]).tolist()
+    return split(a, indices_or_sections, ax)
+
+
+def _split_nd(name: str, ary, indices_or_sections, least: int, axis: int) -> list[Array]:
+    a = asarray(ary)
+    if a.ndim < least:
+        raise ShapeError(f"{name}: only works on arrays of {least} or more dimensions, got "
+                         f"shape {a.shape}")
+    return split(a, indices_or_sections, axis)
+
+
+def vsplit(ary, indices_or_sections) -> list[Array]:
+    """split along axis 0 of an array of 2 or more dimensions.
+
+    >>> [s.shape for s in vsplit(zeros((4, 2)), 2)]
+    [(2, 2), (2, 2)]
+    """
+    return _split_nd("vsplit", ary, indices_or_sections, 2, 0)
+
+
+def hsplit(ary, indices_or_sections) -> list[Array]:
+    """split along axis 1 (axis 0 of a 1-d array).
+
+    >>> [s.numpy().tolist() for s in hsplit(arange(4), [1])]
+    [[0], [1, 2, 3]]
+    """
+    return _split_nd("hsplit", ary, indices_or_sections, 1, 1 if asarray(ary).ndim > 1 else 0)
+
+
+def dsplit(ary, indices_or_sections) -> list[Array]:
+    """split along axis 2 of an array of 3 or more dimensions.
+
+    >>> [s.shape for s in dsplit(zeros((1, 1, 4)), 2)]
+    [(1, 1, 2), (1, 1, 2)]
+    """
+    return _split_nd("dsplit", ary, indices_or_sections, 3, 2)
+
+
+def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> tuple:
+    """Coordinate arrays from 1-d coordinate vectors ('xy': Cartesian, the first two axes
+    swapped; 'ij': matrix indexing); sparse keeps them unbroadcast.
+
+    >>> [g.numpy().tolist() for g in meshgrid(asarray([1, 2]), asarray([3]))]
+    [[[1, 2]], [[3, 3]]]
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: valid values for indexing are 'xy' and 'ij', got {indexing!r}")
+    n = len(xi)
+    one = (1,) * n
+    out = [reshape(asarray(x), one[:i] + (-1,) + one[i + 1:]) for i, x in enumerate(xi)]
+    if indexing == "xy" and n > 1:
+        out[0] = reshape(out[0], (1, -1) + one[2:])
+        out[1] = reshape(out[1], (-1, 1) + one[2:])
+    if not sparse:
+        out = broadcast_arrays(*out)
+    return tuple(out)   # copy is moot: vkml arrays are immutable
