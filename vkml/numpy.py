@@ -1348,3 +1348,596 @@ def conj(x) -> Array:
 
 
 conjugate = conj
+
+
+# --------------------------------------------------------------------------- triangles, diagonals
+
+
+def tri(N: int, M: int | None = None, k: int = 0, dtype=float32) -> Array:
+    """Ones at and below the k-th diagonal of an N x M matrix, zeros elsewhere.
+
+    >>> tri(2, 3, k=1, dtype=int32).numpy().tolist()
+    [[1, 1, 0], [1, 1, 1]]
+    """
+    N = _dim("tri", N)
+    M = N if M is None else _dim("tri", M)
+    k = _dim("tri", k)
+    if N < 0 or M < 0:
+        raise ShapeError(f"tri: negative dimensions are not allowed, got N={N}, M={M}")
+    return greater_equal(arange(N)[:, None] + k, arange(M)[None, :]).astype(dtype)
+
+
+def _triangle(name: str, m, k: int, lower: bool) -> Array:
+    m = asarray(m)
+    if m.ndim == 0:
+        raise ShapeError(f"{name}: input must be at least 1-d, got shape {m.shape}")
+    k = _dim(name, k)
+    mask = tri(*m.shape[-2:], k=k if lower else k - 1, dtype=bool_)
+    if not lower:
+        mask = logical_not(mask)
+    # a 1-d input broadcasts against the (N, N) mask, as in NumPy
+    return where(mask, m, zeros((), m.dtype))
+
+
+def tril(m, k: int = 0) -> Array:
+    """The lower triangle of the last two axes (at and below diagonal k), zeros above.
+
+    >>> tril(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    [[1, 0], [3, 4]]
+    """
+    return _triangle("tril", m, k, True)
+
+
+def triu(m, k: int = 0) -> Array:
+    """The upper triangle of the last two axes (at and above diagonal k), zeros below.
+
+    >>> triu(asarray([[1, 2], [3, 4]]), k=1).numpy().tolist()
+    [[0, 2], [0, 0]]
+    """
+    return _triangle("triu", m, k, False)
+
+
+def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
+    """The offset-th diagonal of the (axis1, axis2) planes, appended as the last axis.
+
+    >>> diagonal(asarray([[1, 2, 3], [4, 5, 6]]), offset=1).numpy().tolist()
+    [2, 6]
+    """
+    a = asarray(a)
+    if a.ndim < 2:
+        raise ShapeError(f"diagonal: array must be at least 2-d, got shape {a.shape}")
+    i, j = normalize_axis("diagonal", axis1, a.ndim), normalize_axis("diagonal", axis2, a.ndim)
+    if i == j:
+        raise ShapeError(f"diagonal: axis1 and axis2 cannot be the same (both {i}) for shape "
+                         f"{a.shape}")
+    offset = _dim("diagonal", offset)
+    a = moveaxis(moveaxis(a, i, -1), j if j < i else j - 1, -1)   # (..., rows, cols)
+    R, C = a.shape[-2:]
+    flat = reshape(a, a.shape[:-2] + (R * C,))
+    # the diagonal is the strided run of the flattened plane from its first element
+    n = _b.max(0, _b.min(R, C - offset) if offset >= 0 else _b.min(R + offset, C))
+    start = offset if offset >= 0 else -offset * C
+    if n == 0:
+        return flat[..., 0:0]
+    return flat[..., start:start + (n - 1) * (C + 1) + 1:C + 1]
+
+
+def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None) -> Array:
+    """Sum of the offset-th diagonal of the (axis1, axis2) planes.
+
+    >>> trace(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    5
+    """
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def diag(v, k: int = 0) -> Array:
+    """A 1-d v on the k-th diagonal of a square matrix, or the k-th diagonal of a 2-d v.
+
+    >>> diag(asarray([1, 2]), k=1).numpy().tolist()
+    [[0, 1, 0], [0, 0, 2], [0, 0, 0]]
+    """
+    v = asarray(v)
+    k = _dim("diag", k)
+    if v.ndim == 2:
+        return diagonal(v, k)
+    if v.ndim != 1:
+        raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {v.shape}")
+    n = v.shape[0] + _b.abs(k)
+    # row i of the result holds v[i] (k >= 0) or v[i + k] (k < 0) on its diagonal cell
+    col = pad(v, ((0, k),) if k >= 0 else ((-k, 0),))
+    return where(eye(n, k=k, dtype=bool_), col[:, None], zeros((), v.dtype))
+
+
+def diagflat(v, k: int = 0) -> Array:
+    """The flattened input on the k-th diagonal of a square matrix.
+
+    >>> diagflat(asarray([[1, 2]])).numpy().tolist()
+    [[1, 0], [0, 2]]
+    """
+    return diag(ravel(v), k)
+
+
+# --------------------------------------------------------------------------- rearranging
+
+
+def roll(a, shift, axis=None) -> Array:
+    """Elements shifted cyclically by shift along axis (flattened when None); shift and
+    axis may be tuples (broadcast together, shifts on one axis add).
+
+    >>> roll(asarray([1, 2, 3, 4]), 1).numpy().tolist()
+    [4, 1, 2, 3]
+    """
+    a = asarray(a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), a.shape)
+    shifts, axes = _np.broadcast_arrays(_np.asarray(shift), _np.asarray(axis))
+    if shifts.ndim > 1 or not _np.issubdtype(shifts.dtype, _np.integer) \
+            or not _np.issubdtype(axes.dtype, _np.integer):
+        raise ShapeError(f"roll: shift and axis must be integers or 1-d sequences of them, got "
+                         f"shift={shift!r}, axis={axis!r}")
+    total = {}
+    for s, ax in zip(shifts.reshape(-1).tolist(), axes.reshape(-1).tolist()):
+        ax = normalize_axis("roll", ax, a.ndim)
+        total[ax] = total.get(ax, 0) + s
+    for ax, s in total.items():
+        n = a.shape[ax]
+        s = s % n if n else 0
+        if s == 0:
+            continue
+        lo, hi = [slice(None)] * a.ndim, [slice(None)] * a.ndim
+        lo[ax], hi[ax] = slice(n - s, None), slice(0, n - s)
+        a = concatenate([a[tuple(lo)], a[tuple(hi)]], ax)
+    return a
+
+
+def rot90(m, k: int = 1, axes: tuple = (0, 1)) -> Array:
+    """Rotate by 90 degrees k times in the plane of axes, from the first toward the second.
+
+    >>> rot90(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    [[2, 4], [1, 3]]
+    """
+    m = asarray(m)
+    axes = tuple(axes)
+    if len(axes) != 2:
+        raise ShapeError(f"rot90: axes must name 2 axes, got {axes}")
+    if m.ndim < 2:
+        raise ShapeError(f"rot90: array must be at least 2-d, got shape {m.shape}")
+    if axes[0] == axes[1] or _b.abs(axes[0] - axes[1]) == m.ndim:
+        raise ShapeError(f"rot90: axes {axes} must be two different axes of shape {m.shape}")
+    a0, a1 = (normalize_axis("rot90", x, m.ndim) for x in axes)
+    k = _dim("rot90", k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, a0), a1)
+    perm = list(range(m.ndim))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return transpose(flip(m, a1), perm)
+    return flip(transpose(m, perm), a1)
+
+
+def flipud(m) -> Array:
+    """Reverse the order along axis 0.
+
+    >>> flipud(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    [[3, 4], [1, 2]]
+    """
+    m = asarray(m)
+    if m.ndim < 1:
+        raise ShapeError(f"flipud: input must be at least 1-d, got shape {m.shape}")
+    return flip(m, 0)
+
+
+def fliplr(m) -> Array:
+    """Reverse the order along axis 1.
+
+    >>> fliplr(asarray([[1, 2], [3, 4]])).numpy().tolist()
+    [[2, 1], [4, 3]]
+    """
+    m = asarray(m)
+    if m.ndim < 2:
+        raise ShapeError(f"fliplr: input must be at least 2-d, got shape {m.shape}")
+    return flip(m, 1)
+
+
+# --------------------------------------------------------------------------- at least n-d, stacking
+
+
+def _atleast(arys, shaper):
+    out = tuple(reshape(x, shaper(x.shape)) for x in (asarray(a) for a in arys))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_1d(*arys) -> Array | tuple:
+    """Each input as an array of at least one dimension (one array, or a tuple of them).
+
+    >>> atleast_1d(3.0).shape
+    (1,)
+    """
+    return _atleast(arys, lambda s: s if len(s) >= 1 else (1,))
+
+
+def atleast_2d(*arys) -> Array | tuple:
+    """Each input with at least two dimensions (leading 1s added).
+
+    >>> atleast_2d(asarray([1, 2])).shape
+    (1, 2)
+    """
+    return _atleast(arys, lambda s: s if len(s) >= 2 else (1,) * (2 - len(s)) + s)
+
+
+def atleast_3d(*arys) -> Array | tuple:
+    """Each input with at least three dimensions: 0-d -> (1, 1, 1), (N,) -> (1, N, 1),
+    (M, N) -> (M, N, 1), as in NumPy.
+
+    >>> atleast_3d(asarray([1, 2])).shape
+    (1, 2, 1)
+    """
+    return _atleast(arys, lambda s: s if len(s) >= 3 else
+                    {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)])
+
+
+def _seq(name: str, tup) -> list:
+    if isinstance(tup, Array) or not isinstance(tup, Sequence):
+        raise TypeError(f"{name}: arrays to stack must be passed as a sequence (list or "
+                        f"tuple), got {type(tup).__name__}")
+    if not tup:
+        raise ValueError(f"{name}: need at least one array to concatenate")
+    return [asarray(x) for x in tup]
+
+
+def _join(name: str, xs: list, axis: int) -> Array:
+    """concatenate, its shape errors naming the caller and the caller's input shapes."""
+    try:
+        return concatenate(xs, axis)
+    except ShapeError as e:
+        raise ShapeError(f"{name}: cannot join shapes {[x.shape for x in xs]} along axis "
+                         f"{axis} ({e})") from None
+
+
+def vstack(tup: Sequence) -> Array:
+    """Stack along axis 0 after atleast_2d.
+
+    >>> vstack([asarray([1, 2]), asarray([3, 4])]).numpy().tolist()
+    [[1, 2], [3, 4]]
+    """
+    return _join("vstack", [atleast_2d(x) for x in _seq("vstack", tup)], 0)
+
+
+row_stack = vstack
+
+
+def hstack(tup: Sequence) -> Array:
+    """Stack along axis 1 (axis 0 for 1-d inputs) after atleast_1d.
+
+    >>> hstack([asarray([1, 2]), asarray([3])]).numpy().tolist()
+    [1, 2, 3]
+    """
+    xs = [atleast_1d(x) for x in _seq("hstack", tup)]
+    return _join("hstack", xs, 0 if xs[0].ndim == 1 else 1)
+
+
+def dstack(tup: Sequence) -> Array:
+    """Stack along axis 2 after atleast_3d.
+
+    >>> dstack([asarray([1, 2]), asarray([3, 4])]).numpy().tolist()
+    [[[1, 3], [2, 4]]]
+    """
+    return _join("dstack", [atleast_3d(x) for x in _seq("dstack", tup)], 2)
+
+
+def column_stack(tup: Sequence) -> Array:
+    """1-d inputs as columns, 2-d ones as they are, joined along axis 1.
+
+    >>> column_stack([asarray([1, 2]), asarray([3, 4])]).numpy().tolist()
+    [[1, 3], [2, 4]]
+    """
+    xs = [reshape(x, (-1, 1)) if x.ndim < 2 else x for x in _seq("column_stack", tup)]
+    return _join("column_stack", xs, 1)
+
+
+# --------------------------------------------------------------------------- products, differences
+
+
+def _contract_axes(name: str, a: Array, b: Array, axes) -> tuple[list, list]:
+    if isinstance(axes, int) or (isinstance(axes, _np.ndarray) and axes.ndim == 0):
+        n = int(axes)
+        if n < 0 or n > a.ndim or n > b.ndim:
+            raise ShapeError(f"{name}: axes={n} must be in 0..min(a.ndim, b.ndim) = "
+                             f"0..{_b.min(a.ndim, b.ndim)} for shapes {a.shape} and {b.shape}")
+        return list(range(a.ndim - n, a.ndim)), list(range(n))
+    try:
+        xa, xb = axes
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: axes must be an int or a pair of axis sequences, got "
+                        f"{axes!r}") from None
+    xa = [xa] if isinstance(xa, int) else list(xa)
+    xb = [xb] if isinstance(xb, int) else list(xb)
+    if len(xa) != len(xb):
+        raise ShapeError(f"{name}: shape-mismatch for sum: {len(xa)} axes of a {xa} against "
+                         f"{len(xb)} of b {xb}")
+    return ([normalize_axis(name, x, a.ndim) for x in xa],
+            [normalize_axis(name, x, b.ndim) for x in xb])
+
+
+def tensordot(a, b, axes=2) -> Array:
+    """Sum of products over the given axes of a and b (an int n: a's last n with b's first
+    n), as one matmul of the permuted, flattened operands.
+
+    >>> tensordot(asarray([[1, 2], [3, 4]]), asarray([[1, 0], [0, 1]])).numpy().tolist()
+    5
+    """
+    (a, b), d = _operands("tensordot", a, b)
+    xa, xb = _contract_axes("tensordot", a, b, axes)
+    for i, j in zip(xa, xb):
+        if a.shape[i] != b.shape[j]:
+            raise ShapeError(f"tensordot: shape-mismatch for sum: axis {i} of {a.shape} has size "
+                             f"{a.shape[i]}, axis {j} of {b.shape} has size {b.shape[j]}")
+    fa = [i for i in range(a.ndim) if i not in xa]
+    fb = [j for j in range(b.ndim) if j not in xb]
+    k = size_of([a.shape[i] for i in xa])
+    at = reshape(transpose(a, fa + xa), (size_of([a.shape[i] for i in fa]), k))
+    bt = reshape(transpose(b, xb + fb), (k, size_of([b.shape[j] for j in fb])))
+    out = reshape(matmul(at, bt), tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb))
+    return not_equal(out, 0) if d == dt.bool_ else out
+
+
+def inner(a, b) -> Array:
+    """Sum of products over the last axes of a and b (a product if either is 0-d).
+
+    >>> inner(asarray([1, 2, 3]), asarray([0, 1, 0])).numpy().tolist()
+    2
+    """
+    a, b = asarray(a), asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        raise ShapeError(f"inner: last dimensions differ, shapes {a.shape} and {b.shape}; they "
+                         f"must be equal")
+    return tensordot(a, b, ([-1], [-1]))
+
+
+def kron(a, b) -> Array:
+    """Kronecker product: blocks a[i] * b, the shape the elementwise product of shapes.
+
+    >>> kron(asarray([1, 10]), asarray([1, 2])).numpy().tolist()
+    [1, 2, 10, 20]
+    """
+    a, b = asarray(a), asarray(b)
+    nd = _b.max(a.ndim, b.ndim)
+    sa, sb = (1,) * (nd - a.ndim) + a.shape, (1,) * (nd - b.ndim) + b.shape
+    # interleaved axes (a0, b0, a1, b1, ...) broadcast to every pair, then merged pairwise
+    ia = reshape(a, tuple(x for s in sa for x in (s, 1)))
+    ib = reshape(b, tuple(x for s in sb for x in (1, s)))
+    out = logical_and(ia, ib) if a.dtype == b.dtype == dt.bool_ else multiply(ia, ib)
+    return reshape(out, tuple(x * y for x, y in zip(sa, sb)))
+
+
+def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Array:
+    """Cross product of 3-vectors (or 2-vectors, the missing z taken as 0; two 2-vectors
+    give the z component alone) along axisa of a and axisb of b, broadcast over the rest.
+
+    >>> cross(asarray([1, 0, 0]), asarray([0, 1, 0])).numpy().tolist()
+    [0, 0, 1]
+    """
+    (a, b), _ = _operands("cross", a, b)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"cross: operands must be at least 1-d, got shapes {a.shape} and {b.shape}")
+    a = moveaxis(a, normalize_axis("cross", axisa, a.ndim), -1)
+    b = moveaxis(b, normalize_axis("cross", axisb, b.ndim), -1)
+    na, nb = a.shape[-1], b.shape[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ShapeError(f"cross: incompatible dimensions for cross product: vector sizes {na} "
+                         f"and {nb} (dimension must be 2 or 3)")
+    a0, a1, b0, b1 = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+    z = a0 * b1 - a1 * b0
+    if na == nb == 2:
+        return z
+    if na == 3 and nb == 3:
+        a2, b2 = a[..., 2], b[..., 2]
+        x, y = a1 * b2 - a2 * b1, a2 * b0 - a0 * b2
+    elif na == 2:
+        b2 = b[..., 2]
+        x, y = a1 * b2, negative(a0 * b2)
+    else:
+        a2 = a[..., 2]
+        x, y = negative(a2 * b1), a2 * b0
+    x, y, z = broadcast_arrays(x, y, z)
+    return stack([x, y, z], normalize_axis("cross", axisc, z.ndim + 1))
+
+
+def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None) -> Array:
+    """n-th forward difference along axis (not_equal for bool), after joining prepend and
+    append (0-d ones broadcast to one slice).
+
+    >>> diff(asarray([1, 4, 9, 16]), n=2).numpy().tolist()
+    [2, 2]
+    """
+    a = asarray(a)
+    n = _dim("diff", n)
+    if n < 0:
+        raise ShapeError(f"diff: order must be non-negative but got n={n}")
+    if a.ndim == 0:
+        raise ShapeError(f"diff: requires input that is at least one dimensional, got shape {a.shape}")
+    ax = normalize_axis("diff", axis, a.ndim)
+    parts = []
+    for v in (prepend, a, append):
+        if v is None:
+            continue
+        v = asarray(v)
+        if v.ndim == 0:
+            v = broadcast_to(v, a.shape[:ax] + (1,) + a.shape[ax + 1:])
+        parts.append(v)
+    if len(parts) > 1:
+        a = _join("diff", parts, ax)
+    hi, lo = [slice(None)] * a.ndim, [slice(None)] * a.ndim
+    hi[ax], lo[ax] = slice(1, None), slice(None, -1)
+    for _ in range(n):
+        a = not_equal(a[tuple(hi)], a[tuple(lo)]) if a.dtype == dt.bool_ else \
+            subtract(a[tuple(hi)], a[tuple(lo)])
+    return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None) -> Array:
+    """Differences of the flattened array, to_begin and to_end (flattened, cast to its dtype)
+    joined at the ends.
+
+    >>> ediff1d(asarray([1, 2, 4]), to_begin=0).numpy().tolist()
+    [0, 1, 2]
+    """
+    a = ravel(asarray(ary))
+    parts = [subtract(a[1:], a[:-1])]
+    for v, at in ((to_begin, 0), (to_end, 1)):
+        if v is None:
+            continue
+        v = ravel(asarray(v))
+        if not _np.can_cast(v.dtype, a.dtype, "same_kind"):
+            raise TypeError(f"ediff1d: dtype of to_begin/to_end ({v.dtype}) must be castable "
+                             f"to the input's ({a.dtype})")
+        parts.insert(len(parts) * at, v.astype(a.dtype))
+    return concatenate(parts, 0) if len(parts) > 1 else parts[0]
+
+
+# --------------------------------------------------------------------------- repeating, splitting
+
+
+def repeat(a, repeats, axis: int | None = None) -> Array:
+    """Each element repeated (flattened when axis is None); repeats an int or one count per
+    element along axis (concrete: it decides the shape).
+
+    >>> repeat(asarray([1, 2]), [1, 3]).numpy().tolist()
+    [1, 2, 2, 2]
+    """
+    a = asarray(a)
+    if axis is None:
+        a, ax = ravel(a), 0
+    else:
+        ax = normalize_axis("repeat", axis, a.ndim)
+    r = _np.asarray(repeats)
+    if not _np.issubdtype(r.dtype, _np.integer) or r.ndim > 1:
+        raise TypeError(f"repeat: repeats must be an int or a 1-d sequence of ints, got "
+                        f"{repeats!r}")
+    if (r < 0).any():
+        raise ShapeError(f"repeat: repeats must be non-negative, got {r.tolist()}")
+    n = a.shape[ax]
+    if r.size == 1:
+        k = int(r.reshape(()))
+        e = broadcast_to(expand_dims(a, ax + 1), a.shape[:ax + 1] + (k,) + a.shape[ax + 1:])
+        return reshape(e, a.shape[:ax] + (n * k,) + a.shape[ax + 1:])
+    if r.size != n:
+        raise ShapeError(f"repeat: {r.size} repeats for axis {ax} of size {n} (shape "
+                         f"{a.shape}); give one count, or one per element")
+    # the gather positions follow from the (concrete) counts alone; the data stays on the device
+    return take(a, _np.repeat(_np.arange(n, dtype=_np.int32), r), axis=ax)
+
+
+def tile(A, reps) -> Array:
+    """A repeated reps[i] times along axis i (shapes aligned at the right, as in NumPy).
+
+    >>> tile(asarray([1, 2]), (2, 2)).numpy().tolist()
+    [[1, 2, 1, 2], [1, 2, 1, 2]]
+    """
+    A = asarray(A)
+    reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    reps = tuple(_dim("tile", r) for r in reps)
+    if _b.any(r < 0 for r in reps):
+        raise ShapeError(f"tile: reps must be non-negative, got {reps}")
+    nd = _b.max(len(reps), A.ndim)
+    reps = (1,) * (nd - len(reps)) + reps
+    s = (1,) * (nd - A.ndim) + A.shape
+    a = reshape(A, tuple(x for d in s for x in (1, d)))
+    a = broadcast_to(a, tuple(x for r, d in zip(reps, s) for x in (r, d)))
+    return reshape(a, tuple(r * d for r, d in zip(reps, s)))
+
+
+def append(arr, values, axis: int | None = None) -> Array:
+    """values joined after arr along axis (both flattened when axis is None).
+
+    >>> append(asarray([1, 2]), [[3], [4]]).numpy().tolist()
+    [1, 2, 3, 4]
+    """
+    arr, values = asarray(arr), asarray(values)
+    if axis is None:
+        return _join("append", [ravel(arr), ravel(values)], 0)
+    if arr.ndim == 0:
+        raise ShapeError("append: zero-dimensional arrays cannot be joined along an axis")
+    return _join("append", [arr, values], normalize_axis("append", axis, arr.ndim))
+
+
+def array_split(ary, indices_or_sections, axis: int = 0) -> list[Array]:
+    """split that allows unequal sections: the first (size % n) of the n sections get one
+    element more.
+
+    >>> [s.numpy().tolist() for s in array_split(arange(5), 3)]
+    [[0, 1], [2, 3], [4]]
+    """
+    a = asarray(ary)
+    ax = normalize_axis("array_split", axis, a.ndim)
+    if isinstance(indices_or_sections, int) or (isinstance(indices_or_sections, _np.ndarray)
+                                                and indices_or_sections.ndim == 0):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ShapeError(f"array_split: number of sections must be larger than 0, got {k}")
+        each, extra = _b.divmod(a.shape[ax], k)
+        sizes = [each + 1] * extra + [each] * (k - extra)
+        indices_or_sections = _np.cumsum(sizes[:-1]).tolist()
+    return split(a, indices_or_sections, ax)
+
+
+def _split_nd(name: str, ary, indices_or_sections, least: int, axis: int) -> list[Array]:
+    a = asarray(ary)
+    if a.ndim < least:
+        raise ShapeError(f"{name}: only works on arrays of {least} or more dimensions, got "
+                         f"shape {a.shape}")
+    return split(a, indices_or_sections, axis)
+
+
+def vsplit(ary, indices_or_sections) -> list[Array]:
+    """split along axis 0 of an array of 2 or more dimensions.
+
+    >>> [s.shape for s in vsplit(zeros((4, 2)), 2)]
+    [(2, 2), (2, 2)]
+    """
+    return _split_nd("vsplit", ary, indices_or_sections, 2, 0)
+
+
+def hsplit(ary, indices_or_sections) -> list[Array]:
+    """split along axis 1 (axis 0 of a 1-d array).
+
+    >>> [s.numpy().tolist() for s in hsplit(arange(4), [1])]
+    [[0], [1, 2, 3]]
+    """
+    return _split_nd("hsplit", ary, indices_or_sections, 1, 1 if asarray(ary).ndim > 1 else 0)
+
+
+def dsplit(ary, indices_or_sections) -> list[Array]:
+    """split along axis 2 of an array of 3 or more dimensions.
+
+    >>> [s.shape for s in dsplit(zeros((1, 1, 4)), 2)]
+    [(1, 1, 2), (1, 1, 2)]
+    """
+    return _split_nd("dsplit", ary, indices_or_sections, 3, 2)
+
+
+def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> tuple:
+    """Coordinate arrays from 1-d coordinate vectors ('xy': Cartesian, the first two axes
+    swapped; 'ij': matrix indexing); sparse keeps them unbroadcast.
+
+    >>> [g.numpy().tolist() for g in meshgrid(asarray([1, 2]), asarray([3]))]
+    [[[1, 2]], [[3, 3]]]
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: valid values for indexing are 'xy' and 'ij', got {indexing!r}")
+    n = len(xi)
+    one = (1,) * n
+    out = [reshape(asarray(x), one[:i] + (-1,) + one[i + 1:]) for i, x in enumerate(xi)]
+    if indexing == "xy" and n > 1:
+        out[0] = reshape(out[0], (1, -1) + one[2:])
+        out[1] = reshape(out[1], (-1, 1) + one[2:])
+    if not sparse:
+        out = broadcast_arrays(*out)
+    return tuple(out)   # copy is moot: vkml arrays are immutable
