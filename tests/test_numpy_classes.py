@@ -235,6 +235,11 @@ OWN_TESTS = {
     "outer", "zeros_like", "ones_like", "full_like", "pad", "asarray", "array", "astype",
     "shape", "ndim", "size", "allclose", "einsum",
     "nan_to_num",   # its default posinf is the dtype's: tests/test_numpy_math.py
+    # shapes and joining: tests/test_numpy_shapes.py
+    "tri", "tril", "triu", "diagonal", "trace", "diag", "diagflat", "roll", "rot90", "flipud",
+    "fliplr", "atleast_1d", "atleast_2d", "atleast_3d", "vstack", "row_stack", "hstack", "dstack",
+    "column_stack", "tensordot", "inner", "kron", "cross", "diff", "ediff1d", "repeat", "tile",
+    "append", "array_split", "vsplit", "hsplit", "dsplit", "meshgrid",
 }
 EXCLUDED: dict[str, str] = {   # name -> reason
 }
