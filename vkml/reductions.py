@@ -1,0 +1,274 @@
+"""More of NumPy's reductions, composed from vkml.numpy's: count_nonzero, average, ptp and
+the nan-ignoring family (nansum ... nanargmin). Exported from vkml.numpy.
+
+A nan-ignoring reduction replaces the nans by the reduction's identity (where, so the
+gradient at a nan element is zero) and counts the others where it divides. Over an
+all-nan slice: nanmax/nanmin give nan, nanmean/nanvar/nanstd nan, nansum 0, nanprod 1,
+as NumPy; nanargmax/nanargmin raise ValueError as NumPy on a concrete input, and give -1
+for that slice on a traced one (as jax.numpy: a trace cannot raise on a value).
+
+>>> import vkml.numpy as vnp
+>>> vnp.nanmean(vnp.asarray([1.0, vnp.nan, 3.0])).item()
+2.0
+"""
+from __future__ import annotations
+
+import builtins as _b
+
+from . import numpy as _vnp
+from .array import Array
+from .trace import dtypes as dt
+from .trace.shapes import ShapeError, normalize_axes
+
+_np_module = "vkml.numpy"
+
+
+def _export(f):
+    f.__module__ = _np_module
+    return f
+
+
+def _reduced_shape(a: Array, axes, keepdims: bool) -> tuple:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(a.shape))
+    return tuple(d for i, d in enumerate(a.shape) if i not in axes)
+
+
+@_export
+def count_nonzero(a, axis=None, *, keepdims: bool = False) -> Array:
+    """The number of non-zero elements along axis (int32).
+
+    >>> import vkml.numpy as vnp
+    >>> count_nonzero(vnp.asarray([[1, 0], [2, 2]]), axis=1).numpy().tolist()
+    [1, 2]
+    """
+    a = _vnp.asarray(a)
+    return _vnp.sum(_vnp.not_equal(a, _vnp.zeros((), a.dtype)), axis=axis, keepdims=keepdims)
+
+
+@_export
+def ptp(a, axis=None, keepdims: bool = False) -> Array:
+    """Peak to peak: max - min along axis (ValueError over no elements, TypeError for bool,
+    as NumPy).
+
+    >>> import vkml.numpy as vnp
+    >>> ptp(vnp.asarray([[4, 9], [2, 1]]), axis=0).numpy().tolist()
+    [2, 8]
+    """
+    a = _vnp.asarray(a)
+    if a.dtype == dt.bool_:
+        raise dt.DTypeError("ptp: numpy boolean subtract is not supported; cast the bool array "
+                            "to int32 first")
+    return _vnp.max(a, axis, keepdims) - _vnp.min(a, axis, keepdims)
+
+
+@_export
+def average(a, axis=None, weights=None, returned: bool = False, *,
+            keepdims: bool = False):
+    """Weighted average along axis: sum(a * w) / sum(w). weights has a's shape, or (with an
+    int axis) is 1-d along that axis; returned also gives sum(w) broadcast to the result.
+    Weights that sum to zero raise ZeroDivisionError on a concrete input (as NumPy), and
+    give nan or inf traced.
+
+    >>> import vkml.numpy as vnp
+    >>> average(vnp.asarray([1.0, 2.0, 3.0]), weights=[3.0, 1.0, 0.0]).item()
+    1.25
+    """
+    a = _vnp.asarray(a)
+    if weights is None:
+        avg = _vnp.mean(a, axis, keepdims)
+        if not returned:
+            return avg
+        axes = normalize_axes("average", axis, a.ndim)
+        n = 1
+        for ax in axes:
+            n *= a.shape[ax]
+        return avg, _vnp.full(avg.shape, float(n), avg.dtype)
+    w = _vnp.asarray(weights)
+    (af, wf), d = _vnp._float_operands("average", a, w)
+    axes = normalize_axes("average", axis, a.ndim)
+    if wf.shape != af.shape:
+        if axis is None:
+            raise TypeError(f"average: axis must be specified when shapes of a {a.shape} and "
+                            f"weights {w.shape} differ")
+        if wf.ndim != 1 and len(axes) == 1:
+            raise TypeError(f"average: 1D weights expected when shapes of a {a.shape} and "
+                            f"weights {w.shape} differ")
+        want = tuple(a.shape[ax] for ax in axes)
+        if wf.shape != want:
+            raise ShapeError(f"average: shape of weights {w.shape} must be consistent with shape "
+                             f"of a {a.shape} along axis {axis} (expected {want})")
+        shape = tuple(a.shape[i] if i in axes else 1 for i in range(a.ndim))
+        wf = _vnp.broadcast_to(_vnp.reshape(wf, shape), af.shape)
+    scl = _vnp.sum(wf, axes, keepdims)
+    if scl._trace is None and scl.size and bool(_vnp.any(_vnp.equal(scl, 0.0))):
+        raise ZeroDivisionError("average: weights sum to zero, can't be normalized")
+    avg = _vnp.sum(af * wf, axes, keepdims) / scl
+    return (avg, scl) if returned else avg
+
+
+# --------------------------------------------------------------------------- ignoring nan
+
+
+def _nan_filled(name: str, a, fill):
+    """(a with nan replaced by fill, the not-nan mask or None for a non-float a)."""
+    a = _vnp.asarray(a)
+    if not dt.is_float(a.dtype):
+        return a, None
+    keep = _vnp.logical_not(_vnp.isnan(a))
+    return _vnp.where(keep, a, _vnp.full((), fill, a.dtype)), keep
+
+
+@_export
+def nansum(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
+    """Sum treating nan as 0 (an all-nan slice sums to 0).
+
+  >>> import vkml.numpy as vnp
+    >>> nansum(vnp.asarray([1.0, vnp.nan, 2.0])).item()
+    3.0
+    """
+    a, _ = _nan_filled("nansum", a, 0)
+    return _vnp.sum(a, axis, keepdims, dtype)
+
+
+@_export
+def nanprod(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
+    """Product treating nan as 1.
+
+  >>> import vkml.numpy as vnp
+    >>> nanprod(vnp.asarray([2.0, vnp.nan, 3.0])).item()
+    6.0
+    """
+    a, _ = _nan_filled("nanprod", a, 1)
+    return _vnp.prod(a, axis, keepdims, dtype)
+
+
+def _nan_extremum(name: str, fn, fill: float, a, axis, keepdims) -> Array:
+    a = _vnp.asarray(a)
+    if not dt.is_float(a.dtype):
+        return fn(a, axis, keepdims)
+    axes = normalize_axes(name, axis, a.ndim, scalar_0d=True)
+    if _vnp._reduced_size(a, axes) == 0:
+        _vnp._need_nonempty(name, "fmax" if fill < 0 else "fmin", a, axes)
+    filled, keep = _nan_filled(name, a, fill)
+    r = fn(filled, axis, keepdims)
+    # an all-nan slice: nan, as NumPy (fill is what the reduction saw there)
+    seen = _vnp.any(keep, axis, keepdims)
+    return _vnp.where(seen, r, _vnp.full((), _vnp.nan, a.dtype))
+
+
+@_export
+def nanmax(a, axis=None, keepdims: bool = False) -> Array:
+    """Maximum ignoring nan (nan for an all-nan slice; ValueError over no elements).
+
+  >>> import vkml.numpy as vnp
+    >>> nanmax(vnp.asarray([1.0, vnp.nan, 3.0])).item()
+    3.0
+    """
+    return _nan_extremum("nanmax", _vnp.max, -_vnp.inf, a, axis, keepdims)
+
+
+@_export
+def nanmin(a, axis=None, keepdims: bool = False) -> Array:
+    """Minimum ignoring nan (nan for an all-nan slice; ValueError over no elements).
+
+  >>> import vkml.numpy as vnp
+    >>> nanmin(vnp.asarray([1.0, vnp.nan, 3.0])).item()
+    1.0
+    """
+    return _nan_extremum("nanmin", _vnp.min, _vnp.inf, a, axis, keepdims)
+
+
+def _float(a) -> Array:
+    a = _vnp.asarray(a)
+    return a if dt.is_float(a.dtype) else a.astype(dt.float32)
+
+
+@_export
+def nanmean(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
+    """Mean of the elements that are not nan (nan for an all-nan or empty slice).
+
+  >>> import vkml.numpy as vnp
+    >>> nanmean(vnp.asarray([[1.0, vnp.nan], [3.0, 5.0]]), axis=1).numpy().tolist()
+    [1.0, 4.0]
+    """
+    a = _float(a if dtype is None else _vnp.asarray(a, dtype))
+    normalize_axes("nanmean", axis, a.ndim)      # NumPy's mean refuses axis 0 of a 0-d array
+    filled, keep = _nan_filled("nanmean", a, 0)
+    return _vnp.sum(filled, axis, keepdims) / _vnp.sum(keep.astype(a.dtype), axis, keepdims)
+
+
+@_export
+def nanvar(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
+    """Variance of the elements that are not nan, dividing by (count - ddof); nan where
+    that is <= 0 (NumPy's nanvar; var itself gives inf there).
+
+  >>> import vkml.numpy as vnp
+    >>> nanvar(vnp.asarray([1.0, vnp.nan, 3.0])).item()
+    1.0
+    """
+    a = _float(a if dtype is None else _vnp.asarray(a, dtype))
+    axes = normalize_axes("nanvar", axis, a.ndim)
+    filled, keep = _nan_filled("nanvar", a, 0)
+    n = _vnp.sum(keep.astype(a.dtype), axes, True)
+    m = _vnp.sum(filled, axes, True) / n
+    dev = _vnp.where(keep, a - m, _vnp.zeros((), a.dtype))
+    s = _vnp.sum(dev * dev, axes, keepdims)
+    dof = _vnp.sum(keep.astype(a.dtype), axes, keepdims) - float(ddof)
+    ok = _vnp.greater(dof, 0.0)
+    # the divisor where dof <= 0 is 1, not dof: the untaken branch (and its gradient) stays finite
+    return _vnp.where(ok, s / _vnp.where(ok, dof, _vnp.ones((), a.dtype)),
+                      _vnp.full((), _vnp.nan, a.dtype))
+
+
+@_export
+def nanstd(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
+    """Standard deviation of the elements that are not nan: sqrt of nanvar.
+
+  >>> import vkml.numpy as vnp
+    >>> nanstd(vnp.asarray([1.0, vnp.nan, 3.0])).item()
+    1.0
+    """
+    return _vnp.sqrt(nanvar(a, axis, dtype, ddof, keepdims))
+
+
+def _nan_arg(name: str, fn, fill: float, a, axis, keepdims) -> Array:
+    a = _vnp.asarray(a)
+    if not dt.is_float(a.dtype):
+        return fn(a, axis, keepdims=keepdims)
+    nan = _vnp.isnan(a)
+    r = fn(_vnp.where(nan, _vnp.full((), fill, a.dtype), a), axis, keepdims=keepdims)
+    flat = axis is None or a.ndim == 0
+    all_nan = _vnp.all(_vnp.reshape(nan, (-1,)) if flat else nan, None if flat else axis,
+                       keepdims=keepdims and not flat)
+    if flat and keepdims:
+        all_nan = _vnp.reshape(all_nan, r.shape)
+    if a._trace is None:
+        if all_nan.size and bool(_vnp.any(all_nan)):
+            raise ValueError(f"{name}: All-NaN slice encountered (input of shape {a.shape}, "
+                             f"axis {axis})")
+        return r
+    return _vnp.where(all_nan, _vnp.full((), -1, r.dtype), r)
+
+
+@_export
+def nanargmax(a, axis=None, keepdims: bool = False) -> Array:
+    """Index of the first maximum ignoring nan. An all-nan slice raises ValueError (NumPy)
+    on a concrete input; traced, its index is -1 (jax.numpy).
+
+  >>> import vkml.numpy as vnp
+    >>> nanargmax(vnp.asarray([1.0, vnp.nan, 3.0])).item()
+    2
+    """
+    return _nan_arg("nanargmax", _vnp.argmax, -_vnp.inf, a, axis, keepdims)
+
+
+@_export
+def nanargmin(a, axis=None, keepdims: bool = False) -> Array:
+    """Index of the first minimum ignoring nan (all-nan slices: see nanargmax).
+
+  >>> import vkml.numpy as vnp
+    >>> nanargmin(vnp.asarray([vnp.nan, 1.0, 3.0])).item()
+    1
+    """
+    return _nan_arg("nanargmin", _vnp.argmin, _vnp.inf, a, axis, keepdims)
