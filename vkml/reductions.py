@@ -123,7 +123,7 @@ def _nan_filled(name: str, a, fill):
 def nansum(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
     """Sum treating nan as 0 (an all-nan slice sums to 0).
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nansum(vnp.asarray([1.0, vnp.nan, 2.0])).item()
     3.0
     """
@@ -135,7 +135,7 @@ def nansum(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
 def nanprod(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
     """Product treating nan as 1.
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nanprod(vnp.asarray([2.0, vnp.nan, 3.0])).item()
     6.0
     """
@@ -161,7 +161,7 @@ def _nan_extremum(name: str, fn, fill: float, a, axis, keepdims) -> Array:
 def nanmax(a, axis=None, keepdims: bool = False) -> Array:
     """Maximum ignoring nan (nan for an all-nan slice; ValueError over no elements).
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nanmax(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     3.0
     """
@@ -172,7 +172,7 @@ def nanmax(a, axis=None, keepdims: bool = False) -> Array:
 def nanmin(a, axis=None, keepdims: bool = False) -> Array:
     """Minimum ignoring nan (nan for an all-nan slice; ValueError over no elements).
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nanmin(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     1.0
     """
@@ -188,7 +188,7 @@ def _float(a) -> Array:
 def nanmean(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
     """Mean of the elements that are not nan (nan for an all-nan or empty slice).
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nanmean(vnp.asarray([[1.0, vnp.nan], [3.0, 5.0]]), axis=1).numpy().tolist()
     [1.0, 4.0]
     """
@@ -203,7 +203,7 @@ def nanvar(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
     """Variance of the elements that are not nan, dividing by (count - ddof); nan where
     that is <= 0 (NumPy's nanvar; var itself gives inf there).
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nanvar(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     1.0
     """
@@ -225,7 +225,7 @@ def nanvar(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
 def nanstd(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
     """Standard deviation of the elements that are not nan: sqrt of nanvar.
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nanstd(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     1.0
     """
@@ -256,7 +256,7 @@ def nanargmax(a, axis=None, keepdims: bool = False) -> Array:
     """Index of the first maximum ignoring nan. An all-nan slice raises ValueError (NumPy)
     on a concrete input; traced, its index is -1 (jax.numpy).
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nanargmax(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     2
     """
@@ -267,7 +267,7 @@ def nanargmax(a, axis=None, keepdims: bool = False) -> Array:
 def nanargmin(a, axis=None, keepdims: bool = False) -> Array:
     """Index of the first minimum ignoring nan (all-nan slices: see nanargmax).
 
-  >>> import vkml.numpy as vnp
+    >>> import vkml.numpy as vnp
     >>> nanargmin(vnp.asarray([vnp.nan, 1.0, 3.0])).item()
     1
     """
