@@ -652,8 +652,14 @@ def _where_mask(name: str, a: Array, where) -> Array:
     return broadcast_to(w, a.shape)
 
 
+def _mask_arg(where):
+    """where= as given, None for a plain True (NumPy's default: no mask)."""
+    return None if isinstance(where, (bool, _np.bool_)) and where else where
+
+
 def _masked(name: str, a: Array, where, fill) -> Array:
     """a with the elements where= leaves out replaced by the reduction's identity."""
+    where = _mask_arg(where)
     if where is None:
         return a
     return bind(OpKind.Where, [_where_mask(name, a, where), a, full((), fill, a.dtype)])
@@ -691,11 +697,15 @@ def mean(a, axis=None, keepdims: bool = False, dtype=None, where=None) -> Array:
     1.5
     """
     a = asarray(a)
+    if dtype is not None and not dt.is_float(dt.canonical(dtype, "mean")):
+        # NumPy: the quotient cast to the integer dtype asked for (truncated)
+        return mean(a, axis, keepdims, where=where).astype(dtype)
     if dtype is not None:
         a = a.astype(dtype)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
     axes = _axes("mean", a, axis, False)
+    where = _mask_arg(where)
     if where is None:
         return bind(OpKind.Mean, [a], axes=axes, keepdims=bool(keepdims))
     w = _where_mask("mean", a, where)
@@ -708,6 +718,7 @@ def _extremum(kind: OpKind, name: str, what: str, combine, a, axis, keepdims, in
     """max or min: NumPy's rules for initial= (needed with where=, and over no elements)."""
     a = asarray(a)
     axes = _axes(name, a, axis)
+    where = _mask_arg(where)
     if initial is None:
         if where is not None:
             raise ValueError(f"{name}: reduction operation '{what}' does not have an identity, "

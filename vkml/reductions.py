@@ -91,9 +91,6 @@ def average(a, axis=None, weights=None, returned: bool = False, *,
         if axis is None:
             raise TypeError(f"average: axis must be specified when shapes of a {a.shape} and "
                             f"weights {w.shape} differ")
-        if wf.ndim != 1 and len(axes) == 1:
-            raise TypeError(f"average: 1D weights expected when shapes of a {a.shape} and "
-                            f"weights {w.shape} differ")
         want = tuple(a.shape[ax] for ax in axes)
         if wf.shape != want:
             raise ShapeError(f"average: shape of weights {w.shape} must be consistent with shape "
@@ -184,6 +181,15 @@ def _float(a) -> Array:
     return a if dt.is_float(a.dtype) else a.astype(dt.float32)
 
 
+def _nan_axes(name: str, a, axis, dtype):
+    """(a as float, the axes): NumPy's nanmean and nanvar sum a float input (so axis 0 of a
+    0-d one is no axis, as in sum) but hand an integer one to mean and var (AxisError)."""
+    a = _vnp.asarray(a)
+    floats = dt.is_float(a.dtype)
+    a = _float(a if dtype is None else a.astype(dtype))
+    return a, normalize_axes(name, axis, a.ndim, scalar_0d=floats)
+
+
 @_export
 def nanmean(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
     """Mean of the elements that are not nan (nan for an all-nan or empty slice).
@@ -192,10 +198,9 @@ def nanmean(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
     >>> nanmean(vnp.asarray([[1.0, vnp.nan], [3.0, 5.0]]), axis=1).numpy().tolist()
     [1.0, 4.0]
     """
-    a = _float(a if dtype is None else _vnp.asarray(a, dtype))
-    normalize_axes("nanmean", axis, a.ndim)      # NumPy's mean refuses axis 0 of a 0-d array
+    a, axes = _nan_axes("nanmean", a, axis, dtype)
     filled, keep = _nan_filled("nanmean", a, 0)
-    return _vnp.sum(filled, axis, keepdims) / _vnp.sum(keep.astype(a.dtype), axis, keepdims)
+    return _vnp.sum(filled, axes, keepdims) / _vnp.sum(keep.astype(a.dtype), axes, keepdims)
 
 
 @_export
@@ -207,8 +212,7 @@ def nanvar(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
     >>> nanvar(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     1.0
     """
-    a = _float(a if dtype is None else _vnp.asarray(a, dtype))
-    axes = normalize_axes("nanvar", axis, a.ndim)
+    a, axes = _nan_axes("nanvar", a, axis, dtype)
     filled, keep = _nan_filled("nanvar", a, 0)
     n = _vnp.sum(keep.astype(a.dtype), axes, True)
     m = _vnp.sum(filled, axes, True) / n
