@@ -126,7 +126,11 @@ def ix_(*args) -> tuple:
 
 
 def _int_index(name: str, v) -> Array:
+    """Integer coordinates (bool counts as int, an empty list as no indices), TypeError
+    for floats as NumPy."""
     x = _vnp.asarray(v)
+    if x.dtype == dt.bool_ or (x.size == 0 and not isinstance(v, (Array, _np.ndarray))):
+        x = x.astype(dt.int32)
     if x.dtype != dt.int32:
         raise TypeError(f"{name}: only int indices permitted, got {x.dtype}")
     return x
@@ -339,14 +343,12 @@ class _AxisConcatenator:
                     raise ValueError(f"{name}: unknown special directive {item!r}") from None
                 if len(vec) == 1:
                     axis = vec[0]
-                elif len(vec) in (2, 3):
+                else:   # NumPy reads a fourth number and on as nothing
                     axis, ndmin = vec[:2]
                     trans1d = vec[2] if len(vec) == 3 else trans1d
-                else:
-                    raise ValueError(f"{name}: unknown special directive {item!r}")
                 continue
             if isinstance(item, slice):
-                obj = self._range(name, item)
+                obj = self._range(item)
                 if ndmin > 1:
                     obj = _vnp.reshape(obj, (1,) * (ndmin - 1) + obj.shape)
                     if trans1d != -1:
@@ -380,14 +382,12 @@ class _AxisConcatenator:
         return res
 
     @staticmethod
-    def _range(name: str, s: slice) -> Array:
+    def _range(s: slice) -> Array:
         start = 0 if s.start is None else s.start
         step = 1 if s.step is None else s.step
         if isinstance(step, (complex, _np.complexfloating)):
             return _vnp.linspace(start, s.stop, int(_b.abs(step)))
-        if s.stop is None:
-            raise ValueError(f"{name}: a slice needs a stop, got {s!r}")
-        return _vnp.arange(start, s.stop, step)
+        return _vnp.arange(start, s.stop, step)   # stop None: arange(start), as NumPy
 
 
 def _scalar(v) -> bool:

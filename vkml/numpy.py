@@ -265,8 +265,9 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> A
 
 
 def _array_bounds(v) -> bool:
-    """A linspace bound that is computed with on the device: traced, or not a scalar."""
-    return (isinstance(v, Array) and (v._trace is not None or v.ndim > 0)) or \
+    """A linspace bound that is computed with on the device: an Array (traced or not: the
+    same function either way, its dtype the result's), or a host array that is not 0-d."""
+    return isinstance(v, Array) or \
         (isinstance(v, (_np.ndarray, list, tuple)) and _np.ndim(v) > 0)
 
 
