@@ -56,10 +56,11 @@ def ptp(a, axis=None, keepdims: bool = False) -> Array:
     [2, 8]
     """
     a = _vnp.asarray(a)
+    hi, lo = _vnp.max(a, axis, keepdims), _vnp.min(a, axis, keepdims)   # their errors first
     if a.dtype == dt.bool_:
         raise dt.DTypeError("ptp: numpy boolean subtract is not supported; cast the bool array "
                             "to int32 first")
-    return _vnp.max(a, axis, keepdims) - _vnp.min(a, axis, keepdims)
+    return hi - lo
 
 
 @_export
@@ -77,6 +78,10 @@ def average(a, axis=None, weights=None, returned: bool = False, *,
     a = _vnp.asarray(a)
     if weights is None:
         avg = _vnp.mean(a, axis, keepdims)
+        if avg.size == 0:
+            # NumPy divides a.size by avg.size here (for `returned`) whether returned or not
+            raise ZeroDivisionError(f"average: division by zero: the result of shape "
+                                    f"{avg.shape} has no elements (input {a.shape}, axis {axis})")
         if not returned:
             return avg
         axes = normalize_axes("average", axis, a.ndim)
@@ -240,6 +245,10 @@ def _nan_arg(name: str, fn, fill: float, a, axis, keepdims) -> Array:
     a = _vnp.asarray(a)
     if not dt.is_float(a.dtype):
         return fn(a, axis, keepdims=keepdims)
+    if isinstance(axis, tuple) and a.size:
+        # NumPy's order: the all-nan test (skipped for no elements) takes the tuple
+        # (AxisError on a 0-d array), then argmax refuses it (TypeError)
+        normalize_axes(name, axis, a.ndim)
     nan = _vnp.isnan(a)
     r = fn(_vnp.where(nan, _vnp.full((), fill, a.dtype), a), axis, keepdims=keepdims)
     flat = axis is None or a.ndim == 0
