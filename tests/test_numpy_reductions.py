@@ -353,3 +353,42 @@ def test_gradients_of_var_std_with_ddof(ddof):
     a = x64(4, 3)
     check_grads(lambda v: vnp.var(v, axis=0, ddof=ddof), (a,), order=2)
     check_grads(lambda v: vnp.std(v, axis=1, ddof=ddof), (a,), order=2)
+
+
+@pytest.mark.parametrize("name", ["nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar",
+                                  "nanstd"])
+def test_nan_reductions_where_and_initial(name):
+    fn, vk = getattr(np, name), getattr(vnp, name)
+    inits = [None, 0.5, -4.0] if name in ("nansum", "nanprod", "nanmax", "nanmin") else [None]
+    x = with_nans((3, 4))
+    for data in (x, build((3, 4), I32)):
+        for m in MASKS:
+            for init in inits:
+                for ax in (None, 0, 1):
+                    kw = {"axis": ax, "where": m}
+                    if init is not None:
+                        kw["initial"] = init if data.dtype.kind == "f" else int(init)
+                    vkw = dict(kw, where=vnp.asarray(m) if isinstance(m, np.ndarray) else m)
+                    same(lambda a: vk(a, **vkw), lambda a: fn(a, **kw), [data],
+                         what=f"{name}({data.dtype}, {kw})")
+    if name in ("nanmax", "nanmin"):   # initial stands for an all-nan slice, no where needed
+        same(lambda a: vk(a, axis=1, initial=-9.0), lambda a: fn(a, axis=1, initial=-9.0), [x])
+        same(lambda a: vk(a, axis=0, initial=1.0), lambda a: fn(a, axis=0, initial=1.0),
+             [np.zeros((0, 2))])
+
+
+def test_nan_reductions_refuse_out():
+    for name in NAN_FNS + ["ptp"]:
+        with pytest.raises(NotImplementedError, match=f"{name}: the 'out' argument"):
+            getattr(vnp, name)(vnp.ones(3), out=vnp.zeros(()))
+
+
+def test_gradients_of_nan_reductions_with_where():
+    x = with_nans((3, 4), all_nan_row=False)
+    x[:, 0] = RNG.standard_normal(3)
+    m = MASKS[0].copy()
+    m[:, 0] = True
+    a = vnp.asarray(x)
+    check_grads(lambda v: vnp.nanmean(v, axis=1, where=m), (a,), order=2)
+    check_grads(lambda v: vnp.nanvar(v, axis=1, where=m), (a,), order=2)
+    check_grads(lambda v: vnp.nanmax(v, axis=1, where=m, initial=-5.0), (a,), order=2)

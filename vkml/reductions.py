@@ -47,7 +47,7 @@ def count_nonzero(a, axis=None, *, keepdims: bool = False) -> Array:
 
 
 @_export
-def ptp(a, axis=None, keepdims: bool = False) -> Array:
+def ptp(a, axis=None, out=None, keepdims: bool = False) -> Array:
     """Peak to peak: max - min along axis (ValueError over no elements, TypeError for bool,
     as NumPy).
 
@@ -55,6 +55,7 @@ def ptp(a, axis=None, keepdims: bool = False) -> Array:
     >>> ptp(vnp.asarray([[4, 9], [2, 1]]), axis=0).numpy().tolist()
     [2, 8]
     """
+    _no_out("ptp", out)
     a = _vnp.asarray(a)
     hi, lo = _vnp.max(a, axis, keepdims), _vnp.min(a, axis, keepdims)   # their errors first
     if a.dtype == dt.bool_:
@@ -112,73 +113,102 @@ def average(a, axis=None, weights=None, returned: bool = False, *,
 # --------------------------------------------------------------------------- ignoring nan
 
 
-def _nan_filled(name: str, a, fill):
-    """(a with nan replaced by fill, the not-nan mask or None for a non-float a)."""
+def _no_out(name: str, out) -> None:
+    if out is not None:
+        raise NotImplementedError(f"{name}: the 'out' argument is not supported (vkml arrays "
+                                  f"are immutable); use the returned array")
+
+
+def _nan_filled(name: str, a, fill, where=None):
+    """(a with nan, and what where= leaves out, replaced by fill; the mask of the elements
+    kept, or None where that is every element)."""
     a = _vnp.asarray(a)
-    if not dt.is_float(a.dtype):
+    where = _vnp._mask_arg(where)
+    keep = None if where is None else _vnp._where_mask(name, a, where)
+    if dt.is_float(a.dtype):
+        ok = _vnp.logical_not(_vnp.isnan(a))
+        keep = ok if keep is None else _vnp.logical_and(keep, ok)
+    if keep is None:
         return a, None
-    keep = _vnp.logical_not(_vnp.isnan(a))
     return _vnp.where(keep, a, _vnp.full((), fill, a.dtype)), keep
 
 
 @_export
-def nansum(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
-    """Sum treating nan as 0 (an all-nan slice sums to 0).
+def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None,
+           where=None) -> Array:
+    """Sum treating nan as 0 (an all-nan slice sums to 0, or to `initial`).
 
     >>> import vkml.numpy as vnp
     >>> nansum(vnp.asarray([1.0, vnp.nan, 2.0])).item()
     3.0
     """
-    a, _ = _nan_filled("nansum", a, 0)
-    return _vnp.sum(a, axis, keepdims, dtype)
+    _no_out("nansum", out)
+    a = _vnp.asarray(a)
+    filled, _ = _nan_filled("nansum", a if dtype is None else a.astype(dtype), 0, where)
+    return _vnp.sum(filled, axis, keepdims, dtype, initial=initial)
 
 
 @_export
-def nanprod(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
+def nanprod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None,
+            where=None) -> Array:
     """Product treating nan as 1.
 
     >>> import vkml.numpy as vnp
     >>> nanprod(vnp.asarray([2.0, vnp.nan, 3.0])).item()
     6.0
     """
-    a, _ = _nan_filled("nanprod", a, 1)
-    return _vnp.prod(a, axis, keepdims, dtype)
+    _no_out("nanprod", out)
+    a = _vnp.asarray(a)
+    if dtype is not None:
+        a = a.astype(dtype)
+    elif a.dtype == dt.bool_:
+        a = a.astype(dt.int32)
+    filled, _ = _nan_filled("nanprod", a, 1, where)
+    return _vnp.prod(filled, axis, keepdims, initial=initial)
 
 
-def _nan_extremum(name: str, fn, fill: float, a, axis, keepdims) -> Array:
+def _nan_extremum(name: str, fn, fill: float, a, axis, keepdims, initial, where) -> Array:
     a = _vnp.asarray(a)
     if not dt.is_float(a.dtype):
-        return fn(a, axis, keepdims)
+        return fn(a, axis, keepdims, initial=initial, where=where)
+    what = "fmax" if fill < 0 else "fmin"
     axes = normalize_axes(name, axis, a.ndim, scalar_0d=True)
-    if _vnp._reduced_size(a, axes) == 0:
-        _vnp._need_nonempty(name, "fmax" if fill < 0 else "fmin", a, axes)
-    filled, keep = _nan_filled(name, a, fill)
-    r = fn(filled, axis, keepdims)
-    # an all-nan slice: nan, as NumPy (fill is what the reduction saw there)
+    if initial is None:
+        if _vnp._mask_arg(where) is not None:
+            raise ValueError(f"{name}: reduction operation '{what}' does not have an identity, "
+                             f"so to use a where mask one has to specify 'initial'")
+        _vnp._need_nonempty(name, what, a, axes)
+    filled, keep = _nan_filled(name, a, fill, where)
+    r = fn(filled, axis, keepdims, initial=initial)
+    if initial is not None:
+        return r   # NumPy's fmax: initial stands where every element was nan
     seen = _vnp.any(keep, axis, keepdims)
     return _vnp.where(seen, r, _vnp.full((), _vnp.nan, a.dtype))
 
 
 @_export
-def nanmax(a, axis=None, keepdims: bool = False) -> Array:
-    """Maximum ignoring nan (nan for an all-nan slice; ValueError over no elements).
+def nanmax(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None) -> Array:
+    """Maximum ignoring nan: nan for an all-nan slice (initial there, when given); ValueError
+    over no elements without initial, and for where= without initial, as NumPy.
 
     >>> import vkml.numpy as vnp
     >>> nanmax(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     3.0
     """
-    return _nan_extremum("nanmax", _vnp.max, -_vnp.inf, a, axis, keepdims)
+    _no_out("nanmax", out)
+    return _nan_extremum("nanmax", _vnp.max, -_vnp.inf, a, axis, keepdims, initial, where)
 
 
 @_export
-def nanmin(a, axis=None, keepdims: bool = False) -> Array:
-    """Minimum ignoring nan (nan for an all-nan slice; ValueError over no elements).
+def nanmin(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None) -> Array:
+    """Minimum ignoring nan (all-nan slices, initial and where as nanmax).
 
     >>> import vkml.numpy as vnp
     >>> nanmin(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     1.0
     """
-    return _nan_extremum("nanmin", _vnp.min, _vnp.inf, a, axis, keepdims)
+    _no_out("nanmin", out)
+    return _nan_extremum("nanmin", _vnp.min, _vnp.inf, a, axis, keepdims, initial, where)
 
 
 def _float(a) -> Array:
@@ -195,35 +225,46 @@ def _nan_axes(name: str, a, axis, dtype):
     return a, normalize_axes(name, axis, a.ndim, scalar_0d=floats)
 
 
+def _kept(name: str, a: Array, where) -> tuple:
+    """(a with nan and the left-out elements as 0, the kept elements as 1.0 / 0.0)."""
+    filled, keep = _nan_filled(name, a, 0, where)
+    ones = _vnp.ones(a.shape, a.dtype) if keep is None else keep.astype(a.dtype)
+    return filled, keep, ones
+
+
 @_export
-def nanmean(a, axis=None, dtype=None, keepdims: bool = False) -> Array:
-    """Mean of the elements that are not nan (nan for an all-nan or empty slice).
+def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False, *,
+            where=None) -> Array:
+    """Mean of the elements that are not nan (and where= picks): nan for an all-nan or
+    empty slice.
 
     >>> import vkml.numpy as vnp
     >>> nanmean(vnp.asarray([[1.0, vnp.nan], [3.0, 5.0]]), axis=1).numpy().tolist()
     [1.0, 4.0]
     """
+    _no_out("nanmean", out)
     a, axes = _nan_axes("nanmean", a, axis, dtype)
-    filled, keep = _nan_filled("nanmean", a, 0)
-    return _vnp.sum(filled, axes, keepdims) / _vnp.sum(keep.astype(a.dtype), axes, keepdims)
+    filled, _, ones = _kept("nanmean", a, where)
+    return _vnp.sum(filled, axes, keepdims) / _vnp.sum(ones, axes, keepdims)
 
 
 @_export
-def nanvar(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
-    """Variance of the elements that are not nan, dividing by (count - ddof); nan where
-    that is <= 0 (NumPy's nanvar; var itself gives inf there).
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *,
+           where=None) -> Array:
+    """Variance of the elements that are not nan (and where= picks), dividing by
+    (count - ddof); nan where that is <= 0 (NumPy's nanvar; var itself gives inf there).
 
     >>> import vkml.numpy as vnp
     >>> nanvar(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     1.0
     """
+    _no_out("nanvar", out)
     a, axes = _nan_axes("nanvar", a, axis, dtype)
-    filled, keep = _nan_filled("nanvar", a, 0)
-    n = _vnp.sum(keep.astype(a.dtype), axes, True)
-    m = _vnp.sum(filled, axes, True) / n
-    dev = _vnp.where(keep, a - m, _vnp.zeros((), a.dtype))
+    filled, keep, ones = _kept("nanvar", a, where)
+    m = _vnp.sum(filled, axes, True) / _vnp.sum(ones, axes, True)
+    dev = (a - m) if keep is None else _vnp.where(keep, a - m, _vnp.zeros((), a.dtype))
     s = _vnp.sum(dev * dev, axes, keepdims)
-    dof = _vnp.sum(keep.astype(a.dtype), axes, keepdims) - float(ddof)
+    dof = _vnp.sum(ones, axes, keepdims) - float(ddof)
     ok = _vnp.greater(dof, 0.0)
     # the divisor where dof <= 0 is 1, not dof: the untaken branch (and its gradient) stays finite
     return _vnp.where(ok, s / _vnp.where(ok, dof, _vnp.ones((), a.dtype)),
@@ -231,14 +272,16 @@ def nanvar(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
 
 
 @_export
-def nanstd(a, axis=None, dtype=None, ddof=0, keepdims: bool = False) -> Array:
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, *,
+           where=None) -> Array:
     """Standard deviation of the elements that are not nan: sqrt of nanvar.
 
     >>> import vkml.numpy as vnp
     >>> nanstd(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     1.0
     """
-    return _vnp.sqrt(nanvar(a, axis, dtype, ddof, keepdims))
+    _no_out("nanstd", out)
+    return _vnp.sqrt(nanvar(a, axis, dtype, None, ddof, keepdims, where=where))
 
 
 def _nan_arg(name: str, fn, fill: float, a, axis, keepdims) -> Array:
@@ -265,7 +308,7 @@ def _nan_arg(name: str, fn, fill: float, a, axis, keepdims) -> Array:
 
 
 @_export
-def nanargmax(a, axis=None, keepdims: bool = False) -> Array:
+def nanargmax(a, axis=None, out=None, *, keepdims: bool = False) -> Array:
     """Index of the first maximum ignoring nan. An all-nan slice raises ValueError (NumPy)
     on a concrete input; traced, its index is -1 (jax.numpy).
 
@@ -273,15 +316,17 @@ def nanargmax(a, axis=None, keepdims: bool = False) -> Array:
     >>> nanargmax(vnp.asarray([1.0, vnp.nan, 3.0])).item()
     2
     """
+    _no_out("nanargmax", out)
     return _nan_arg("nanargmax", _vnp.argmax, -_vnp.inf, a, axis, keepdims)
 
 
 @_export
-def nanargmin(a, axis=None, keepdims: bool = False) -> Array:
+def nanargmin(a, axis=None, out=None, *, keepdims: bool = False) -> Array:
     """Index of the first minimum ignoring nan (all-nan slices: see nanargmax).
 
     >>> import vkml.numpy as vnp
     >>> nanargmin(vnp.asarray([vnp.nan, 1.0, 3.0])).item()
     1
     """
+    _no_out("nanargmin", out)
     return _nan_arg("nanargmin", _vnp.argmin, _vnp.inf, a, axis, keepdims)
