@@ -198,10 +198,11 @@ MASKS = [np.array([[True, False, True, True], [False, False, False, False],
          np.zeros((3, 4), bool), True, False]
 
 
-@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "amax", "amin", "mean"])
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "amax", "amin", "mean", "var",
+                                  "std", "any", "all"])
 def test_where_and_initial_match_numpy(name):
     fn, vk = getattr(np, name), getattr(vnp, name)
-    inits = [None] if name == "mean" else [None, 0.5, -3, 100.0]
+    inits = [None] if name in ("mean", "var", "std", "any", "all") else [None, 0.5, -3, 100.0]
     for x in (WHERE_X, build((3, 4), I32), build((3, 4), F32), build((3, 4), B)):
         for m in MASKS:
             for init in inits:
@@ -258,6 +259,17 @@ def test_prod_and_sum_dtype():
 
 
 # --------------------------------------------------------------------------- ddof, 0-d axes, empty
+
+
+@pytest.mark.parametrize("ddof", [0, 1, 2, 3])
+def test_var_std_ddof_edge_values_with_where(ddof):
+    """n counts the elements where= picks: ddof >= n gives inf (nan for a zero sum)."""
+    for m in MASKS:
+        for ax in (None, 0, 1):
+            for name in ("var", "std"):
+                same(lambda a: getattr(vnp, name)(a, axis=ax, ddof=ddof, where=vnp.asarray(m)),
+                     lambda a: getattr(np, name)(a, axis=ax, ddof=ddof, where=m),
+                     [build((3, 4), F64)], what=f"{name}(axis={ax}, ddof={ddof}, where={m})")
 
 
 @pytest.mark.parametrize("ddof", [0, 1, 2, 3, 4, 7, -1, 0.5])
@@ -344,6 +356,9 @@ def test_gradients_of_where_and_initial():
     check_grads(lambda v: vnp.sum(v, axis=1, where=m, initial=2.0), (a,), order=2)
     check_grads(lambda v: vnp.prod(v, axis=0, where=m, initial=-1.5), (a,), order=2)
     check_grads(lambda v: vnp.mean(v, axis=0, where=MASKS[2]), (a,), order=2)
+    m2 = vnp.asarray(MASKS[0] | np.array([[False], [True], [False]]))   # no empty row
+    check_grads(lambda v: vnp.var(v, axis=1, where=m2, ddof=1), (a,), order=2)
+    check_grads(lambda v: vnp.std(v, axis=None, where=m), (a,), order=2)
     check_grads(lambda v: vnp.max(v, axis=1, where=m, initial=-0.5), (a,), order=2)
     check_grads(lambda v: vnp.min(v, axis=0, where=m, initial=10.0), (a,), order=2)
 

@@ -185,17 +185,19 @@ class Array:
     def argmin(self, axis=None, keepdims=False) -> "Array":
         return self._np().argmin(self, axis=axis, keepdims=keepdims)
 
-    def var(self, axis=None, ddof=0, keepdims=False) -> "Array":
-        return self._np().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+    def var(self, axis=None, ddof=0, keepdims=False, dtype=None, where=None) -> "Array":
+        return self._np().var(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype,
+                              where=where)
 
-    def std(self, axis=None, ddof=0, keepdims=False) -> "Array":
-        return self._np().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+    def std(self, axis=None, ddof=0, keepdims=False, dtype=None, where=None) -> "Array":
+        return self._np().std(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype,
+                              where=where)
 
-    def any(self, axis=None, keepdims=False) -> "Array":
-        return self._np().any(self, axis=axis, keepdims=keepdims)
+    def any(self, axis=None, keepdims=False, *, where=None) -> "Array":
+        return self._np().any(self, axis=axis, keepdims=keepdims, where=where)
 
-    def all(self, axis=None, keepdims=False) -> "Array":
-        return self._np().all(self, axis=axis, keepdims=keepdims)
+    def all(self, axis=None, keepdims=False, *, where=None) -> "Array":
+        return self._np().all(self, axis=axis, keepdims=keepdims, where=where)
 
     def flatten(self) -> "Array":
         return self.reshape(-1)

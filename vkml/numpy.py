@@ -759,8 +759,9 @@ def min(a, axis=None, keepdims: bool = False, initial=None, where=None) -> Array
 amax, amin = max, min
 
 
-def _bool_reduce(kind: OpKind, name: str, empty: bool, a, axis, keepdims) -> Array:
+def _bool_reduce(kind: OpKind, name: str, empty: bool, a, axis, keepdims, where=None) -> Array:
     a = _as_bool(a)
+    a = _masked(name, a, where, empty)   # a left-out element is the identity
     axes = _axes(name, a, axis)
     if _reduced_size(a, axes) == 0:
         # over no elements: the identity (False for any, True for all), as NumPy
@@ -770,14 +771,14 @@ def _bool_reduce(kind: OpKind, name: str, empty: bool, a, axis, keepdims) -> Arr
     return bind(kind, [a], axes=axes, keepdims=bool(keepdims))
 
 
-def any(a, axis=None, keepdims: bool = False) -> Array:
-    """Whether any element along axis is true (False over no elements)."""
-    return _bool_reduce(OpKind.Max, "any", False, a, axis, keepdims)
+def any(a, axis=None, keepdims: bool = False, *, where=None) -> Array:
+    """Whether any element along axis (and where= picks) is true (False over none)."""
+    return _bool_reduce(OpKind.Max, "any", False, a, axis, keepdims, where)
 
 
-def all(a, axis=None, keepdims: bool = False) -> Array:
-    """Whether every element along axis is true (True over no elements)."""
-    return _bool_reduce(OpKind.Min, "all", True, a, axis, keepdims)
+def all(a, axis=None, keepdims: bool = False, *, where=None) -> Array:
+    """Whether every element along axis (and where= picks) is true (True over none)."""
+    return _bool_reduce(OpKind.Min, "all", True, a, axis, keepdims, where)
 
 
 def prod(a, axis=None, keepdims: bool = False, dtype=None, initial=None, where=None) -> Array:
@@ -824,22 +825,37 @@ def argmin(a, axis=None, keepdims: bool = False) -> Array:
     return _arg(OpKind.ArgMin, "argmin", a, axis, keepdims)
 
 
-def var(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
+def var(a, axis=None, ddof: int = 0, keepdims: bool = False, dtype=None, where=None) -> Array:
     """Variance (two-pass: mean first, then mean squared deviation); divides by
-    max(n - ddof, 0) as NumPy, so ddof >= n gives inf (or nan where the sum is 0)."""
+    max(n - ddof, 0) as NumPy, so ddof >= n gives inf (or nan where the sum is 0); `where`
+    (bool, broadcast to a) picks the elements, n counting those.
+
+    >>> var(asarray([1.0, 3.0, 100.0]), where=asarray([True, True, False])).item()
+    1.0
+    """
     a = asarray(a)
+    if dtype is not None:
+        a = a.astype(dtype)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
     axes = _axes("var", a, axis, False)
-    m = mean(a, axes, keepdims=True)
-    d = a - m
+    where = _mask_arg(where)
+    if where is None:
+        m = mean(a, axes, keepdims=True)
+        d = a - m
+        s = sum(d * d, axes, keepdims=keepdims)
+        return s / float(_b.max(_reduced_size(a, axes) - ddof, 0))
+    w = _where_mask("var", a, where)
+    m = mean(a, axes, keepdims=True, where=w)
+    d = bind(OpKind.Where, [w, a - m, full((), 0, a.dtype)])   # `where` is the argument here
     s = sum(d * d, axes, keepdims=keepdims)
-    return s / float(_b.max(_reduced_size(a, axes) - ddof, 0))
+    n = sum(w.astype(a.dtype), axes, keepdims=keepdims)
+    return s / maximum(n - float(ddof), 0.0)
 
 
-def std(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
+def std(a, axis=None, ddof: int = 0, keepdims: bool = False, dtype=None, where=None) -> Array:
     """Standard deviation: sqrt of var."""
-    return sqrt(var(a, axis, ddof, keepdims))
+    return sqrt(var(a, axis, ddof, keepdims, dtype, where))
 
 
 def cumsum(a, axis=None) -> Array:
