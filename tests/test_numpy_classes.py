@@ -159,6 +159,13 @@ AXIS_FNS = {
     "var": (np.var, True, False), "std": (np.std, True, False),
     "cumsum": (np.cumsum, False, False), "squeeze": (np.squeeze, False, False),
     "flip": (np.flip, False, False),
+    # more reductions (vkml/reductions.py; their own tests: tests/test_numpy_reductions.py)
+    "count_nonzero": (np.count_nonzero, True, False), "ptp": (np.ptp, True, False),
+    "nansum": (np.nansum, True, False), "nanprod": (np.nanprod, True, False),
+    "nanmax": (np.nanmax, True, False), "nanmin": (np.nanmin, True, False),
+    "nanmean": (np.nanmean, True, False), "nanvar": (np.nanvar, True, False),
+    "nanstd": (np.nanstd, True, False), "nanargmax": (np.nanargmax, True, False),
+    "nanargmin": (np.nanargmin, True, False), "average": (np.average, True, False),
 }
 # Elementwise functions of one array: name -> (NumPy oracle, float_fn, domain builder)
 UNARY = {
@@ -240,6 +247,8 @@ OWN_TESTS = {
     "fliplr", "atleast_1d", "atleast_2d", "atleast_3d", "vstack", "row_stack", "hstack", "dstack",
     "column_stack", "tensordot", "inner", "kron", "cross", "diff", "ediff1d", "repeat", "tile",
     "append", "array_split", "vsplit", "hsplit", "dsplit", "meshgrid",
+    # index helpers and selectors: tests/test_numpy_more_shapes.py (r_ and c_ there too)
+    "rollaxis", "indices", "ix_", "unravel_index", "ravel_multi_index", "select", "piecewise",
 }
 EXCLUDED: dict[str, str] = {   # name -> reason
 }
@@ -267,6 +276,8 @@ SPELLING_EXCLUDED = {
     ("mean", True): "NumPy checks a bool axis against the rank before refusing it (TypeError on "
                     "a 2-d array, AxisError on a 0-d one); vkml refuses it first: TypeError",
     ("var", True): "as mean", ("std", True): "as mean",
+    ("nanmean", True): "as mean (for integer input, which NumPy hands to mean)",
+    ("nanvar", True): "as nanmean", ("nanstd", True): "as nanmean", ("average", True): "as mean",
 }
 
 

@@ -162,20 +162,22 @@ class Array:
     def astype(self, dtype) -> "Array":
         return self._np().asarray(self, dtype=dtype)
 
-    def sum(self, axis=None, keepdims=False, dtype=None) -> "Array":
-        return self._np().sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
+    def sum(self, axis=None, keepdims=False, dtype=None, initial=None, where=None) -> "Array":
+        return self._np().sum(self, axis=axis, keepdims=keepdims, dtype=dtype, initial=initial,
+                              where=where)
 
-    def mean(self, axis=None, keepdims=False) -> "Array":
-        return self._np().mean(self, axis=axis, keepdims=keepdims)
+    def mean(self, axis=None, keepdims=False, dtype=None, where=None) -> "Array":
+        return self._np().mean(self, axis=axis, keepdims=keepdims, dtype=dtype, where=where)
 
-    def max(self, axis=None, keepdims=False) -> "Array":
-        return self._np().max(self, axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False, initial=None, where=None) -> "Array":
+        return self._np().max(self, axis=axis, keepdims=keepdims, initial=initial, where=where)
 
-    def min(self, axis=None, keepdims=False) -> "Array":
-        return self._np().min(self, axis=axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False, initial=None, where=None) -> "Array":
+        return self._np().min(self, axis=axis, keepdims=keepdims, initial=initial, where=where)
 
-    def prod(self, axis=None, keepdims=False) -> "Array":
-        return self._np().prod(self, axis=axis, keepdims=keepdims)
+    def prod(self, axis=None, keepdims=False, dtype=None, initial=None, where=None) -> "Array":
+        return self._np().prod(self, axis=axis, keepdims=keepdims, dtype=dtype, initial=initial,
+                               where=where)
 
     def argmax(self, axis=None, keepdims=False) -> "Array":
         return self._np().argmax(self, axis=axis, keepdims=keepdims)
@@ -183,17 +185,19 @@ class Array:
     def argmin(self, axis=None, keepdims=False) -> "Array":
         return self._np().argmin(self, axis=axis, keepdims=keepdims)
 
-    def var(self, axis=None, ddof=0, keepdims=False) -> "Array":
-        return self._np().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+    def var(self, axis=None, ddof=0, keepdims=False, dtype=None, where=None) -> "Array":
+        return self._np().var(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype,
+                              where=where)
 
-    def std(self, axis=None, ddof=0, keepdims=False) -> "Array":
-        return self._np().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+    def std(self, axis=None, ddof=0, keepdims=False, dtype=None, where=None) -> "Array":
+        return self._np().std(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype,
+                              where=where)
 
-    def any(self, axis=None, keepdims=False) -> "Array":
-        return self._np().any(self, axis=axis, keepdims=keepdims)
+    def any(self, axis=None, keepdims=False, *, where=None) -> "Array":
+        return self._np().any(self, axis=axis, keepdims=keepdims, where=where)
 
-    def all(self, axis=None, keepdims=False) -> "Array":
-        return self._np().all(self, axis=axis, keepdims=keepdims)
+    def all(self, axis=None, keepdims=False, *, where=None) -> "Array":
+        return self._np().all(self, axis=axis, keepdims=keepdims, where=where)
 
     def flatten(self) -> "Array":
         return self.reshape(-1)

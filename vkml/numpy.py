@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as _np
 
-from .array import Array, bind
+from .array import Array, ConcretizationError, bind
 from .debug import check_index as _check_index
 from .trace import tracer as _tracer
 from .trace import dtypes as dt
@@ -48,6 +48,8 @@ def asarray(x: Any, dtype=None) -> Array:
         if dtype is None or dt.canonical(dtype, "asarray") == x.dtype:
             return x
         return bind(OpKind.Cast, [x], dtype=dt.canonical(dtype, "asarray"))
+    if isinstance(x, (list, tuple)) and _holds_array(x):
+        return _stacked(x, dtype)
     if dtype is not None:
         d = dt.canonical(dtype, "asarray")
     elif isinstance(x, bool) or isinstance(x, _np.bool_):
@@ -69,6 +71,28 @@ def asarray(x: Any, dtype=None) -> Array:
     buf = _runtime.get().upload(raw)
     # src.shape, not raw.shape: the device copy of a 0-d value comes back 1-d
     return Array._concrete(buf, src.shape, d)
+
+
+def _holds_array(x) -> bool:
+    """Whether a (nested) list or tuple holds a vkml Array (concrete or traced) anywhere."""
+    return _b.any(isinstance(v, Array) or (isinstance(v, (list, tuple)) and _holds_array(v))
+                  for v in x)
+
+
+def _stacked(x, dtype) -> Array:
+    """A nested sequence holding Arrays as one array built on the device, so that traced
+    elements stay traced (and differentiable): each level is stacked, Python scalars are
+    weakly typed in the promotion, as jax.numpy.array does."""
+    parts = [_stacked(v, None) if isinstance(v, (list, tuple)) and _holds_array(v) else v
+             for v in x]
+    xs, _ = _operands("array", *parts)
+    shapes = {p.shape for p in xs}
+    if len(shapes) > 1:
+        raise ShapeError(f"array: setting an array element with a sequence: the nested "
+                         f"sequence is inhomogeneous (its elements have shapes "
+                         f"{sorted(shapes)}); every element of a level needs the same shape")
+    out = stack(xs)
+    return out if dtype is None else out.astype(dt.canonical(dtype, "array"))
 
 
 def _python_floats(x) -> bool:
@@ -172,6 +196,13 @@ class _ZeroStepError(ValueError, ZeroDivisionError):
 def _real(op: str, name: str, v):
     """A Python int or float from a scalar argument (Python or NumPy scalar, 0-d array),
     TypeError otherwise (NumPy: only 0-d arrays convert to Python scalars)."""
+    if isinstance(v, Array) and v._trace is not None:
+        # as jax.numpy: the result's length depends on the value, which a trace lacks
+        raise ConcretizationError(
+            f"{op}: {name} is a traced value (shape {v.shape}, {v.dtype}) but {op} needs a "
+            f"concrete one: its result's length depends on it. Pass a Python number (mark "
+            f"the argument static under jit), or use linspace / arange(n) * step + start "
+            f"with a traced start")
     if isinstance(v, (Array, _np.ndarray)):
         if v.ndim:
             raise TypeError(f"{op}: {name} must be a scalar, got an array of shape {v.shape}")
@@ -220,6 +251,8 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> A
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+    if _array_bounds(start) or _array_bounds(stop):
+        return _linspace_arrays(start, stop, num, endpoint, dtype)
     start, stop = _real("linspace", "start", start), _real("linspace", "stop", stop)
     d = dt.canonical(dtype or dt.float32, "linspace")
     div = (num - 1) if endpoint else num
@@ -229,6 +262,28 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> A
     if endpoint and num > 1:
         x = where(arange(num) == num - 1, asarray(float(stop), hi), x)
     return x.astype(d)
+
+
+def _array_bounds(v) -> bool:
+    """A linspace bound that is computed with on the device: an Array (traced or not: the
+    same function either way, its dtype the result's), or a host array that is not 0-d."""
+    return isinstance(v, Array) or \
+        (isinstance(v, (_np.ndarray, list, tuple)) and _np.ndim(v) > 0)
+
+
+def _linspace_arrays(start, stop, num: int, endpoint: bool, dtype) -> Array:
+    """linspace of array (or traced) bounds, as jax.numpy: start + (stop - start) * i / div,
+    differentiable in both; the samples along a new axis 0, bounds broadcast (NumPy's
+    axis=0); the last sample is stop itself when endpoint."""
+    (s, e), d = _float_operands("linspace", start, stop)
+    s, e = broadcast_arrays(s, e)
+    div = (num - 1) if endpoint else num
+    frac = arange(num, dtype=d) / float(div) if div > 0 else zeros((num,), d)
+    frac = reshape(frac, (num,) + (1,) * s.ndim)
+    x = s + (e - s) * frac
+    if endpoint and num > 1:
+        x = where(reshape(arange(num) == num - 1, frac.shape), e, x)
+    return x if dtype is None else x.astype(dt.canonical(dtype, "linspace"))
 
 
 def _device_float64() -> bool:
@@ -589,49 +644,124 @@ def _need_nonempty(name: str, what: str, a: Array, axes) -> None:
                          f"(or use where(...) with a fill value first)")
 
 
-def sum(a, axis=None, keepdims: bool = False, dtype=None) -> Array:
-    """Sum over axis (None: all); bool sums count as int32; an empty sum is 0.
+def _where_mask(name: str, a: Array, where) -> Array:
+    """where= of a reduction as a bool array of a's shape (it broadcasts to a, not a to it)."""
+    w = _as_bool(where)
+    if broadcast_shapes(name, a.shape, w.shape) != a.shape:
+        raise ShapeError(f"{name}: where mask of shape {w.shape} does not broadcast to the "
+                         f"input's shape {a.shape}")
+    return broadcast_to(w, a.shape)
+
+
+def _mask_arg(where):
+    """where= as given, None for a plain True (NumPy's default: no mask)."""
+    return None if isinstance(where, (bool, _np.bool_)) and where else where
+
+
+def _masked(name: str, a: Array, where, fill) -> Array:
+    """a with the elements where= leaves out replaced by the reduction's identity."""
+    where = _mask_arg(where)
+    if where is None:
+        return a
+    return bind(OpKind.Where, [_where_mask(name, a, where), a, full((), fill, a.dtype)])
+
+
+def _initial(r: Array, initial, combine) -> Array:
+    """The reduction's result combined with initial= (cast to the result's dtype, as NumPy)."""
+    return r if initial is None else combine(r, full((), initial, r.dtype))
+
+
+def sum(a, axis=None, keepdims: bool = False, dtype=None, initial=None, where=None) -> Array:
+    """Sum over axis (None: all); bool sums count as int32; an empty sum is 0 (or
+    `initial`, added to every sum); `where` (bool, broadcast to a) picks the elements summed.
 
     >>> sum(asarray([[1, 2], [3, 4]]), axis=0).numpy().tolist()
     [4, 6]
+    >>> sum(asarray([1, 2, 3]), initial=10, where=asarray([True, False, True])).item()
+    14
     """
     a = asarray(a)
     if dtype is not None:
         a = a.astype(dtype)
     elif a.dtype == dt.bool_:
         a = a.astype(dt.int32)
-    return bind(OpKind.Sum, [a], axes=_axes("sum", a, axis), keepdims=bool(keepdims))
+    a = _masked("sum", a, where, 0)
+    r = bind(OpKind.Sum, [a], axes=_axes("sum", a, axis), keepdims=bool(keepdims))
+    return _initial(r, initial, add)
 
 
-def mean(a, axis=None, keepdims: bool = False) -> Array:
-    """Arithmetic mean over axis; integer input gives float32; an empty mean is nan."""
+def mean(a, axis=None, keepdims: bool = False, dtype=None, where=None) -> Array:
+    """Arithmetic mean over axis; integer input gives float32; an empty mean is nan;
+    `where` (bool, broadcast to a) picks the elements averaged (nan where it picks none).
+
+    >>> mean(asarray([1.0, 2.0, 6.0]), where=asarray([True, True, False])).item()
+    1.5
+    """
     a = asarray(a)
+    if dtype is not None and not dt.is_float(dt.canonical(dtype, "mean")):
+        # NumPy: the quotient cast to the integer dtype asked for (truncated)
+        return mean(a, axis, keepdims, where=where).astype(dtype)
+    if dtype is not None:
+        a = a.astype(dtype)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
-    return bind(OpKind.Mean, [a], axes=_axes("mean", a, axis, False), keepdims=bool(keepdims))
+    axes = _axes("mean", a, axis, False)
+    where = _mask_arg(where)
+    if where is None:
+        return bind(OpKind.Mean, [a], axes=axes, keepdims=bool(keepdims))
+    w = _where_mask("mean", a, where)
+    s = bind(OpKind.Sum, [_masked("mean", a, w, 0)], axes=axes, keepdims=bool(keepdims))
+    n = bind(OpKind.Sum, [w.astype(a.dtype)], axes=axes, keepdims=bool(keepdims))
+    return s / n
 
 
-def max(a, axis=None, keepdims: bool = False) -> Array:
-    """Maximum over axis; nan propagates; ValueError over no elements (no identity)."""
+def _extremum(kind: OpKind, name: str, what: str, combine, a, axis, keepdims, initial, where):
+    """max or min: NumPy's rules for initial= (needed with where=, and over no elements)."""
     a = asarray(a)
-    axes = _axes("max", a, axis)
-    _need_nonempty("max", "maximum", a, axes)
-    return bind(OpKind.Max, [a], axes=axes, keepdims=bool(keepdims))
+    axes = _axes(name, a, axis)
+    where = _mask_arg(where)
+    if initial is None:
+        if where is not None:
+            raise ValueError(f"{name}: reduction operation '{what}' does not have an identity, "
+                             f"so to use a where mask one has to specify 'initial'")
+        _need_nonempty(name, what, a, axes)
+        return bind(kind, [a], axes=axes, keepdims=bool(keepdims))
+    if _reduced_size(a, axes) == 0:
+        shape = tuple(1 if i in axes else d for i, d in enumerate(a.shape)) if keepdims else \
+            tuple(d for i, d in enumerate(a.shape) if i not in axes)
+        return full(shape, initial, a.dtype)
+    if where is not None:
+        # a left-out element becomes initial itself: it cannot change the result
+        a = bind(OpKind.Where, [_where_mask(name, a, where), a, full((), initial, a.dtype)])
+    return _initial(bind(kind, [a], axes=axes, keepdims=bool(keepdims)), initial, combine)
 
 
-def min(a, axis=None, keepdims: bool = False) -> Array:
-    """Minimum over axis; nan propagates; ValueError over no elements (no identity)."""
-    a = asarray(a)
-    axes = _axes("min", a, axis)
-    _need_nonempty("min", "minimum", a, axes)
-    return bind(OpKind.Min, [a], axes=axes, keepdims=bool(keepdims))
+def max(a, axis=None, keepdims: bool = False, initial=None, where=None) -> Array:
+    """Maximum over axis; nan propagates; ValueError over no elements (no identity) unless
+    `initial` is given, which `where` (bool, broadcast to a) needs, as in NumPy.
+
+    >>> max(asarray([1, 5, 3]), initial=2, where=asarray([True, False, True])).item()
+    3
+    """
+    return _extremum(OpKind.Max, "max", "maximum", maximum, a, axis, keepdims, initial, where)
+
+
+def min(a, axis=None, keepdims: bool = False, initial=None, where=None) -> Array:
+    """Minimum over axis; nan propagates; ValueError over no elements (no identity) unless
+    `initial` is given, which `where` needs, as in NumPy.
+
+    >>> min(asarray([1, 5, 3]), initial=2).item()
+    1
+    """
+    return _extremum(OpKind.Min, "min", "minimum", minimum, a, axis, keepdims, initial, where)
 
 
 amax, amin = max, min
 
 
-def _bool_reduce(kind: OpKind, name: str, empty: bool, a, axis, keepdims) -> Array:
+def _bool_reduce(kind: OpKind, name: str, empty: bool, a, axis, keepdims, where=None) -> Array:
     a = _as_bool(a)
+    a = _masked(name, a, where, empty)   # a left-out element is the identity
     axes = _axes(name, a, axis)
     if _reduced_size(a, axes) == 0:
         # over no elements: the identity (False for any, True for all), as NumPy
@@ -641,22 +771,31 @@ def _bool_reduce(kind: OpKind, name: str, empty: bool, a, axis, keepdims) -> Arr
     return bind(kind, [a], axes=axes, keepdims=bool(keepdims))
 
 
-def any(a, axis=None, keepdims: bool = False) -> Array:
-    """Whether any element along axis is true (False over no elements)."""
-    return _bool_reduce(OpKind.Max, "any", False, a, axis, keepdims)
+def any(a, axis=None, keepdims: bool = False, *, where=None) -> Array:
+    """Whether any element along axis (and where= picks) is true (False over none)."""
+    return _bool_reduce(OpKind.Max, "any", False, a, axis, keepdims, where)
 
 
-def all(a, axis=None, keepdims: bool = False) -> Array:
-    """Whether every element along axis is true (True over no elements)."""
-    return _bool_reduce(OpKind.Min, "all", True, a, axis, keepdims)
+def all(a, axis=None, keepdims: bool = False, *, where=None) -> Array:
+    """Whether every element along axis (and where= picks) is true (True over none)."""
+    return _bool_reduce(OpKind.Min, "all", True, a, axis, keepdims, where)
 
 
-def prod(a, axis=None, keepdims: bool = False) -> Array:
-    """Product over axis; bool counts as int32; an empty product is 1."""
+def prod(a, axis=None, keepdims: bool = False, dtype=None, initial=None, where=None) -> Array:
+    """Product over axis; bool counts as int32; an empty product is 1 (or `initial`, which
+    multiplies every product); `where` (bool, broadcast to a) picks the elements multiplied.
+
+    >>> prod(asarray([2, 3, 4]), dtype=float32, where=asarray([True, False, True])).item()
+    8.0
+    """
     a = asarray(a)
-    if a.dtype == dt.bool_:
+    if dtype is not None:
+        a = a.astype(dtype)
+    elif a.dtype == dt.bool_:
         a = a.astype(dt.int32)
-    return bind(OpKind.Prod, [a], axes=_axes("prod", a, axis), keepdims=bool(keepdims))
+    a = _masked("prod", a, where, 1)
+    r = bind(OpKind.Prod, [a], axes=_axes("prod", a, axis), keepdims=bool(keepdims))
+    return _initial(r, initial, multiply)
 
 
 def _arg(kind, name, a, axis, keepdims):
@@ -686,22 +825,37 @@ def argmin(a, axis=None, keepdims: bool = False) -> Array:
     return _arg(OpKind.ArgMin, "argmin", a, axis, keepdims)
 
 
-def var(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
+def var(a, axis=None, ddof: int = 0, keepdims: bool = False, dtype=None, where=None) -> Array:
     """Variance (two-pass: mean first, then mean squared deviation); divides by
-    max(n - ddof, 0) as NumPy, so ddof >= n gives inf (or nan where the sum is 0)."""
+    max(n - ddof, 0) as NumPy, so ddof >= n gives inf (or nan where the sum is 0); `where`
+    (bool, broadcast to a) picks the elements, n counting those.
+
+    >>> var(asarray([1.0, 3.0, 100.0]), where=asarray([True, True, False])).item()
+    1.0
+    """
     a = asarray(a)
+    if dtype is not None:
+        a = a.astype(dtype)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
     axes = _axes("var", a, axis, False)
-    m = mean(a, axes, keepdims=True)
-    d = a - m
+    where = _mask_arg(where)
+    if where is None:
+        m = mean(a, axes, keepdims=True)
+        d = a - m
+        s = sum(d * d, axes, keepdims=keepdims)
+        return s / float(_b.max(_reduced_size(a, axes) - ddof, 0))
+    w = _where_mask("var", a, where)
+    m = mean(a, axes, keepdims=True, where=w)
+    d = bind(OpKind.Where, [w, a - m, full((), 0, a.dtype)])   # `where` is the argument here
     s = sum(d * d, axes, keepdims=keepdims)
-    return s / float(_b.max(_reduced_size(a, axes) - ddof, 0))
+    n = sum(w.astype(a.dtype), axes, keepdims=keepdims)
+    return s / maximum(n - float(ddof), 0.0)
 
 
-def std(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Array:
+def std(a, axis=None, ddof: int = 0, keepdims: bool = False, dtype=None, where=None) -> Array:
     """Standard deviation: sqrt of var."""
-    return sqrt(var(a, axis, ddof, keepdims))
+    return sqrt(var(a, axis, ddof, keepdims, dtype, where))
 
 
 def cumsum(a, axis=None) -> Array:
@@ -1941,3 +2095,10 @@ def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy")
     if not sparse:
         out = broadcast_arrays(*out)
     return tuple(out)   # copy is moot: vkml arrays are immutable
+
+
+# --------------------------------------------------------------------------- families in modules of their own
+from .reductions import (average, count_nonzero, nanargmax, nanargmin, nanmax,  # noqa: E402
+                         nanmean, nanmin, nanprod, nanstd, nansum, nanvar, ptp)
+from .index_tricks import (c_, indices, ix_, piecewise, r_, ravel_multi_index,  # noqa: E402
+                           rollaxis, select, unravel_index)

@@ -1,0 +1,16 @@
+import numpy as np, vkml, vkml.numpy as vnp
+x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, 2.0]])
+X = vnp.asarray(x)
+for name in ["nansum", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nanargmax", "nanargmin", "count_nonzero", "ptp", "nanprod"]:
+    f = getattr(vnp, name)
+    a = vkml.jit(lambda v: f(v, axis=1))(X).numpy()
+    b = vkml.vmap(lambda v: f(v))(X).numpy()
+    w = getattr(np, name)(x, axis=1)
+    print(name, np.allclose(a, w, equal_nan=True), np.allclose(b, w, equal_nan=True))
+w = vnp.asarray([1.0, 2.0, 3.0])
+print(vkml.vmap(lambda v: vnp.average(v, weights=w))(vnp.asarray(np.arange(6.).reshape(2,3))), np.average(np.arange(6.).reshape(2,3), axis=1, weights=[1,2,3]))
+print(vkml.vmap(lambda i: vnp.stack(vnp.unravel_index(i, (2, 3))))(vnp.asarray([4, 5])))
+print(vkml.vmap(lambda v: vnp.select([v > 1], [v], -1.0))(X))
+print(vkml.vmap(lambda v: vnp.sum(v, where=v > 1, initial=1.0))(X))
+print(vkml.vmap(lambda v: vnp.max(v, where=v > 1, initial=0.0))(X))
+print(vkml.vmap(lambda v: vnp.r_[v, 0.0])(X))
