@@ -70,6 +70,12 @@ def b(name):
     return lambda m, x, y: getattr(m, name)(x, y)
 
 
+def _nan(a):
+    a = a.copy()
+    a[0, 1] = a[2, 3] = np.nan
+    return a
+
+
 X, Y = r(3, 4), r(3, 4)
 CASES: dict[str, tuple] = {
     # elementwise, unary
@@ -117,6 +123,13 @@ CASES: dict[str, tuple] = {
         "argmax", "argmin"]},
     **{n: (lambda m, x, n=n: getattr(m, n)(x, axis=-1), (bools(3, 4),), ()) for n in ["any",
                                                                                        "all"]},
+    **{n: (lambda m, x, n=n: getattr(m, n)(x, axis=1), (_nan(apart(3, 4)),), (0,)) for n in [
+        "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd"]},
+    **{n: (lambda m, x, n=n: getattr(m, n)(x, axis=1), (_nan(apart(3, 4)),), ()) for n in [
+        "nanargmax", "nanargmin"]},
+    "ptp": (lambda m, x: m.ptp(x, axis=0), (apart(3, 4),), (0,)),
+    "count_nonzero": (lambda m, x: m.count_nonzero(x, axis=1), (ints(3, 4, lo=-1, hi=2),), ()),
+    "average": (lambda m, x, w: m.average(x, axis=1, weights=w), (r(3, 4), pos(4)), (0, 1)),
     # contraction
     "matmul": (b("matmul"), (r(2, 3, 4), r(4, 2)), (0, 1)),
     "dot": (b("dot"), (r(3, 4), r(4, 2)), (0, 1)),
@@ -174,6 +187,15 @@ CASES: dict[str, tuple] = {
     "meshgrid": (lambda m, x, y: m.meshgrid(x, y, indexing="ij"), (r(3), r(2)), (0, 1)),
     "astype": (lambda m, x: x.astype(np.float32).astype(F64) if m is np
                else m.astype(m.astype(x, np.float32), F64), (r(2, 3),), ()),   # rounds: no FD check
+    "rollaxis": (lambda m, x: m.rollaxis(x, 2, 0), (r(2, 3, 4),), (0,)),
+    "select": (lambda m, c, x, y: m.select([c, ~c], [x, y], 0.5), (bools(3, 4), X, r(4)), (1, 2)),
+    "piecewise": (lambda m, x: m.piecewise(x, [x < 0, x > 1], [lambda v: v * v, 2.0, lambda v: -v]),
+                  (away(3, 4) / 2,), (0,)),
+    "indices": (lambda m: m.indices((2, 3)), (), ()),
+    "ix_": (lambda m: m.ix_(np.array([0, 2]), np.array([1, 0, 3])), (), ()),
+    "unravel_index": (lambda m: m.unravel_index(np.array([0, 5, 11]), (3, 4)), (), ()),
+    "ravel_multi_index": (lambda m: m.ravel_multi_index((np.array([0, 2]), np.array([3, 1])),
+                                                        (3, 4)), (), ()),
     # creation and attributes
     "asarray": (lambda m, x: m.asarray(x), (r(2, 3),), (0,)),
     "array": (lambda m, x: m.array(x), (r(2, 3),), (0,)),
