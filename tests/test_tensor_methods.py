@@ -166,6 +166,22 @@ def test_max_min_pairs_and_indices():
     want = np.zeros_like(SPREAD)
     want[np.arange(2), SPREAD.argmax(1)] = 1
     np.testing.assert_array_equal(np.asarray(t.grad), want)
+    # with ties too (torch's rule): the first index gets it all, while max() over every
+    # element shares it among the ties
+    ties = T([[1.0, 5.0, 5.0], [2.0, 0.0, 2.0]])
+    v, i = ties.max(dim=1, keepdim=True)
+    assert np.asarray(i).tolist() == [[1], [0]] and np.asarray(v).tolist() == [[5.0], [2.0]]
+    v.sum().backward()
+    np.testing.assert_array_equal(np.asarray(ties.grad), [[0, 1, 0], [1, 0, 0]])
+    ties.grad = None
+    ties.min(0).values.sum().backward()
+    np.testing.assert_array_equal(np.asarray(ties.grad), [[1, 0, 0], [0, 1, 1]])
+    ties.grad = None
+    ties.max().backward()
+    np.testing.assert_array_equal(np.asarray(ties.grad), [[0, 0.5, 0.5], [0, 0, 0]])
+    assert T(np.zeros((2, 3))).argmax(keepdim=True).shape == (1, 1)
+    v, i = T(3.0).max(dim=0)
+    assert float(v) == 3.0 and int(i) == 0
 
 
 def test_size_dim_numel_item_tolist():
@@ -324,3 +340,16 @@ def test_functional_takes_dim_beside_axis():
     np.testing.assert_allclose(np.asarray(F.logsumexp(x, dim=2)),
                                np.log(np.exp(X234).sum(2)), rtol=1e-13)
     np.testing.assert_allclose(np.asarray(F.softmax(x, dim=0)), np_softmax(X234, 0), rtol=1e-13)
+
+
+def test_norm_at_zero_has_zero_gradient():
+    z = T(np.zeros((2, 3)))
+    n = z.norm()
+    assert float(n) == 0.0
+    n.backward()
+    np.testing.assert_array_equal(np.asarray(z.grad), np.zeros((2, 3)))
+    z.grad = None
+    z.norm(dim=1).sum().backward()
+    np.testing.assert_array_equal(np.asarray(z.grad), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="norm: p='nuc'"):
+        z.norm("nuc")

@@ -347,7 +347,17 @@ class TensorMethods:
             return red(self)
         if isinstance(d, (tuple, list)):
             raise TypeError(f"{name}(dim=): one dim (an int), got {d!r}; use amax/amin for several")
-        return pair(red(self, axis=d, keepdims=k), arg(self, axis=d, keepdims=k))
+        idx = arg(self, axis=d, keepdims=k)
+        if not dt.is_float(self.dtype) or self.ndim == 0:
+            return pair(red(self, axis=d, keepdims=k), idx)
+        # the values are those at the indices, so the gradient goes to that one element
+        # (torch's rule) rather than being shared among ties: every other element is
+        # replaced by the identity of the reduction before reducing
+        ax = normalize_axis(name, d, self.ndim)
+        at = idx if k else vnp.expand_dims(idx, ax)
+        pos = vnp.reshape(vnp.arange(self.shape[ax]), (-1,) + (1,) * (self.ndim - ax - 1))
+        fill = -math.inf if name == "max" else math.inf
+        return pair(red(vnp.where(pos == at, self, fill), axis=ax, keepdims=k), idx)
 
     def max(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
             keepdims: bool | None = None):
@@ -368,14 +378,13 @@ class TensorMethods:
 
     def argmax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
                keepdims: bool | None = None):
-        """Index of the maximum along dim (of the flattened tensor when dim is None)."""
-        d = _pick("argmax", dim, axis)
-        return vnp.argmax(self, axis=d, keepdims=_keep(keepdim, keepdims) and d is not None)
+        """Index of the maximum along dim (of the flattened tensor when dim is None; then
+        keepdim gives shape (1, ..., 1), as torch)."""
+        return vnp.argmax(self, axis=_pick("argmax", dim, axis), keepdims=_keep(keepdim, keepdims))
 
     def argmin(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
                keepdims: bool | None = None):
-        d = _pick("argmin", dim, axis)
-        return vnp.argmin(self, axis=d, keepdims=_keep(keepdim, keepdims) and d is not None)
+        return vnp.argmin(self, axis=_pick("argmin", dim, axis), keepdims=_keep(keepdim, keepdims))
 
     def _ddof(self, name: str, unbiased: bool | None, correction: Any, ddof: Any) -> int:
         given = [v for v in (unbiased, correction, ddof) if v is not None]
