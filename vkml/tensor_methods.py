@@ -153,7 +153,7 @@ class TensorMethods:
             out = vnp.maximum(out, min)
         if max is not None:
             out = vnp.minimum(out, max)
-        return out.astype(self.dtype) if out.dtype != self.dtype and dt.is_float(self.dtype) else out
+        return out
 
     clip = clamp
 
