@@ -347,3 +347,26 @@ def test_load_state_dict_errors():
         optim.Adam([swapped["b"], swapped["w"]]).load_state_dict(sd)
     with pytest.raises(ValueError, match="'state' and 'param_groups'"):
         opt.load_state_dict({"state": {}})
+
+
+def test_optimizer_state_through_a_checkpoint_file(tmp_path):
+    """opt.state_dict() saved with vkml.nn.save and read back with like=: hyperparameters come
+    back as Python values, and with float64 parameters and a float32-exact lr the resumed
+    run is bit-identical."""
+    from vkml import nn
+    make = lambda ps: optim.Adam(ps, lr=0.0625, betas=(0.5, 0.75), eps=2.0 ** -20)
+    straight = _tensors(P0, np.float64)
+    _train(straight, make([straight["w"], straight["b"]]), 6)
+    ps = _tensors(P0, np.float64)
+    opt = make([ps["w"], ps["b"]])
+    _train(ps, opt, 3)
+    nn.save(tmp_path / "opt.npz", opt.state_dict())
+    nn.save(tmp_path / "model.npz", dict(ps))
+    back = _tensors({k: np.asarray(v) for k, v in nn.load(tmp_path / "model.npz").items()}, np.float64)
+    fresh = make([back["w"], back["b"]])
+    fresh.load_state_dict(nn.load(tmp_path / "opt.npz", like=opt.state_dict()))
+    g = fresh.param_groups[0]
+    assert type(g["lr"]) is float and g["betas"] == (0.5, 0.75) and type(fresh.state[id(back["w"])]["step"]) is int
+    _train(back, fresh, 3)
+    for k in P0:
+        assert np.array_equal(np.asarray(back[k]), np.asarray(straight[k])), k

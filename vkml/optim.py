@@ -341,6 +341,16 @@ def _value(p: Any) -> Array:
     return p.detach() if hasattr(p, "detach") else p
 
 
+def _hyper(v: Any) -> Any:
+    """A saved hyperparameter as the Python value the optimiser computes with (a state
+    dict that went through vkml.nn.save or NumPy holds 0-d arrays; betas a list)."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_hyper(x) for x in v)
+    if isinstance(v, Array) or hasattr(v, "item") and getattr(v, "shape", None) == ():
+        return v.item()
+    return v
+
+
 class Optimizer:
     """Base of the stateful optimisers.
 
@@ -441,7 +451,7 @@ class Optimizer:
         for g, own in zip(groups, self.param_groups):
             for key, val in g.items():
                 if key != "params":
-                    own[key] = tuple(val) if isinstance(val, list) else val
+                    own[key] = _hyper(val)
         self.state = state
 
     def step(self, closure: Callable | None = None):
