@@ -268,3 +268,105 @@ def test_stateful_adam_with_vkml_tensors():
         opt.step()
     assert all(p.requires_grad and p.is_leaf for p in ps.values())
     close({k: np.asarray(p) for k, p in ps.items()}, torch_adam(0.05, wd=0.1))
+
+
+# ------------------------------------------------------------------------------ state_dict / resume
+
+RESUME = [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.05),
+          lambda ps: optim.SGD(ps, lr=0.1, momentum=0.8, dampening=0.3),
+          lambda ps: optim.Adam(ps, lr=0.05, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
+          lambda ps: optim.AdamW(ps, lr=0.05, weight_decay=0.1)]
+
+
+def _train(ps, opt, steps):
+    for _ in range(steps):
+        opt.zero_grad()
+        loss(ps).backward()
+        opt.step()
+
+
+def _tensors(values, dtype=np.float32):
+    return {k: vkml.Tensor(np.asarray(v, dtype), requires_grad=True) for k, v in values.items()}
+
+
+@pytest.mark.parametrize("make", RESUME, ids=["sgd_nesterov", "sgd_dampening", "adam", "adamw"])
+@pytest.mark.parametrize("via_numpy", [False, True], ids=["arrays", "numpy"])
+def test_resume_is_bit_identical(make, via_numpy):
+    straight = _tensors(P0)
+    _train(straight, make([straight["w"], straight["b"]]), 10)
+
+    first = _tensors(P0)
+    opt = make([first["w"], first["b"]])
+    _train(first, opt, 5)
+    sd = opt.state_dict()
+    if via_numpy:            # as a torch state dict converted to NumPy arrives
+        sd = {"state": {k: {n: (np.asarray(v) if n != "step" else np.float32(v)) for n, v in st.items()}
+                        for k, st in sd["state"].items()},
+              "param_groups": [dict(g, params=list(g["params"])) for g in sd["param_groups"]]}
+    saved = {k: np.asarray(v) for k, v in first.items()}          # a checkpoint of the model
+    _train(first, opt, 1)                      # a later step does not change the saved state
+    resumed = _tensors(saved)
+    fresh = make([resumed["w"], resumed["b"]])
+    fresh.load_state_dict(sd)
+    _train(resumed, fresh, 5)
+    for k in P0:
+        assert np.array_equal(np.asarray(resumed[k]), np.asarray(straight[k])), k
+    blank = _tensors(saved)                    # the control: without the state it differs
+    _train(blank, make([blank["w"], blank["b"]]), 5)
+    assert not np.array_equal(np.asarray(blank["w"]), np.asarray(straight["w"]))
+
+
+def test_state_dict_layout_and_hyperparameters():
+    ps = _tensors(P0)
+    opt = optim.Adam([ps["w"], ps["b"]], lr=0.05)
+    assert opt.state_dict()["state"] == {}
+    _train(ps, opt, 2)
+    opt.param_groups[0]["lr"] = 0.01            # a schedule's change is saved and restored
+    sd = opt.state_dict()
+    assert sorted(sd["state"]) == [0, 1] and sorted(sd["state"][0]) == ["exp_avg", "exp_avg_sq", "step"]
+    assert sd["state"][0]["step"] == 2 and sd["state"][1]["exp_avg"].shape == (3,)
+    (g,) = sd["param_groups"]
+    assert g["params"] == [0, 1] and g["lr"] == 0.01 and g["betas"] == (0.9, 0.999)
+    other = optim.Adam(list(_tensors(P0).values()), lr=1.0)
+    other.load_state_dict(sd)
+    assert other.param_groups[0]["lr"] == 0.01
+    sgd = optim.SGD([ps["w"]], lr=0.1, momentum=0.9)
+    _train(ps, sgd, 1)
+    assert list(sgd.state_dict()["state"][0]) == ["momentum_buffer"]
+
+
+def test_load_state_dict_errors():
+    ps = _tensors(P0)
+    opt = optim.Adam([ps["w"], ps["b"]])
+    _train(ps, opt, 1)
+    sd = opt.state_dict()
+    with pytest.raises(ValueError, match="doesn't match the size of optimizer's group"):
+        optim.Adam([_tensors(P0)["w"]]).load_state_dict(sd)
+    swapped = _tensors(P0)
+    with pytest.raises(ValueError, match=r"'exp_avg' of parameter 0 has shape \(2, 3\), the parameter \(3,\)"):
+        optim.Adam([swapped["b"], swapped["w"]]).load_state_dict(sd)
+    with pytest.raises(ValueError, match="'state' and 'param_groups'"):
+        opt.load_state_dict({"state": {}})
+
+
+def test_optimizer_state_through_a_checkpoint_file(tmp_path):
+    """opt.state_dict() saved with vkml.nn.save and read back with like=: hyperparameters come
+    back as Python values, and with float64 parameters and a float32-exact lr the resumed
+    run is bit-identical."""
+    from vkml import nn
+    make = lambda ps: optim.Adam(ps, lr=0.0625, betas=(0.5, 0.75), eps=2.0 ** -20)
+    straight = _tensors(P0, np.float64)
+    _train(straight, make([straight["w"], straight["b"]]), 6)
+    ps = _tensors(P0, np.float64)
+    opt = make([ps["w"], ps["b"]])
+    _train(ps, opt, 3)
+    nn.save(tmp_path / "opt.npz", opt.state_dict())
+    nn.save(tmp_path / "model.npz", dict(ps))
+    back = _tensors({k: np.asarray(v) for k, v in nn.load(tmp_path / "model.npz").items()}, np.float64)
+    fresh = make([back["w"], back["b"]])
+    fresh.load_state_dict(nn.load(tmp_path / "opt.npz", like=opt.state_dict()))
+    g = fresh.param_groups[0]
+    assert type(g["lr"]) is float and g["betas"] == (0.5, 0.75) and type(fresh.state[id(back["w"])]["step"]) is int
+    _train(back, fresh, 3)
+    for k in P0:
+        assert np.array_equal(np.asarray(back[k]), np.asarray(straight[k])), k

@@ -25,7 +25,7 @@ def test_accumulation_across_two_backwards_and_zero_grad():
     (w * w).sum().backward()
     (w * 3.0).sum().backward()
     np.testing.assert_allclose(np.asarray(w.grad), [2.0 + 3.0, -4.0 + 3.0])
-    w.zero_()
+    w.grad = None
     assert w.grad is None
     (w * w).sum().backward()
     np.testing.assert_allclose(np.asarray(w.grad), [2.0, -4.0])

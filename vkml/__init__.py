@@ -11,6 +11,7 @@ from .graphs import make_graph
 from .jit import jit
 from .vmap import vmap
 from .tensor import Tensor
+from .tensor_methods import cat, stack
 from .trace.dtypes import DTypeError
 from .trace.shapes import ShapeError
 from .trace.tracer import LeakedTracerError
@@ -19,7 +20,7 @@ from .vulkan.memory import OutOfMemoryError
 from . import tree_util
 from . import numpy, random, nn, optim, debug
 
-__all__ = ["Tensor", "checkpoint", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
+__all__ = ["Tensor", "cat", "stack", "checkpoint", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
            "stop_gradient", "value_and_grad", "vjp", "Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
            "OutOfMemoryError",
            "devices", "jit", "vmap", "make_graph", "tree_util", "numpy", "random", "nn", "optim", "debug"]

@@ -341,6 +341,16 @@ def _value(p: Any) -> Array:
     return p.detach() if hasattr(p, "detach") else p
 
 
+def _hyper(v: Any) -> Any:
+    """A saved hyperparameter as the Python value the optimiser computes with (a state
+    dict that went through vkml.nn.save or NumPy holds 0-d arrays; betas a list)."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_hyper(x) for x in v)
+    if isinstance(v, Array) or hasattr(v, "item") and getattr(v, "shape", None) == ():
+        return v.item()
+    return v
+
+
 class Optimizer:
     """Base of the stateful optimisers.
 
@@ -369,6 +379,80 @@ class Optimizer:
         for g in self.param_groups:
             for p in g["params"]:
                 p.grad = None
+
+    def _indexed(self) -> list:
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def state_dict(self) -> dict:
+        """torch's layout: {"state": {param index: {"step", "exp_avg", ...}}, "param_groups":
+        [{hyperparameters..., "params": [indices]}]}, parameters numbered in the order the
+        optimiser was given them. The arrays are the optimiser's own (immutable) values and
+        the dicts are copies, so a later step does not change a saved state.
+
+        >>> import vkml
+        >>> w = vkml.Tensor([1.0], requires_grad=True)
+        >>> SGD([w], lr=0.1, momentum=0.9).state_dict()["param_groups"][0]["params"]
+        [0]
+        """
+        index = {id(p): i for i, p in enumerate(self._indexed())}
+        groups = []
+        for g in self.param_groups:
+            groups.append({**{k: v for k, v in g.items() if k != "params"},
+                           "params": [index[id(p)] for p in g["params"]]})
+        state = {index[k]: dict(st) for k, st in self.state.items() if k in index and st}
+        return {"state": dict(sorted(state.items())), "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Resume from state_dict() of an optimiser of the same kind over parameters of the
+        same shapes (or torch's, converted to NumPy): hyperparameters and per-parameter state
+        are replaced, and the next step() continues exactly where the saved one stopped.
+
+        >>> import vkml
+        >>> w = vkml.Tensor([1.0], requires_grad=True)
+        >>> a = Adam([w])
+        >>> b = Adam([vkml.Tensor([1.0], requires_grad=True)])
+        >>> b.load_state_dict(a.state_dict())
+        """
+        name = type(self).__name__
+        try:
+            groups, saved = state_dict["param_groups"], state_dict["state"]
+        except (TypeError, KeyError):
+            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
+                             f"'param_groups' (what state_dict() returns)") from None
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"{name}.load_state_dict: loaded state dict has {len(groups)} parameter "
+                             f"groups, this optimiser {len(self.param_groups)}")
+        for i, (g, own) in enumerate(zip(groups, self.param_groups)):
+            if len(g["params"]) != len(own["params"]):
+                raise ValueError(f"{name}.load_state_dict: loaded state dict contains a parameter "
+                                 f"group ({i}) of {len(g['params'])} parameters that doesn't match "
+                                 f"the size of optimizer's group ({len(own['params'])})")
+        where = {int(saved_i): p for g, own in zip(groups, self.param_groups)
+                 for saved_i, p in zip(g["params"], own["params"])}
+        state: dict[int, dict] = {}
+        for k, st in saved.items():
+            k = int(k)
+            if k not in where:
+                raise ValueError(f"{name}.load_state_dict: state for parameter {k}, which no "
+                                 f"parameter group lists")
+            p = where[k]
+            v = _value(p)
+            out = {}
+            for key, val in st.items():
+                if key == "step":
+                    out[key] = int(val)    # torch keeps it as a float tensor
+                    continue
+                a = vnp.asarray(val)
+                if a.shape != v.shape:
+                    raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter {k} has "
+                                     f"shape {a.shape}, the parameter {v.shape}")
+                out[key] = a if a.dtype == v.dtype else a.astype(v.dtype)
+            state[id(p)] = out
+        for g, own in zip(groups, self.param_groups):
+            for key, val in g.items():
+                if key != "params":
+                    own[key] = _hyper(val)
+        self.state = state
 
     def step(self, closure: Callable | None = None):
         """Update every parameter that has a gradient; returns closure() if given."""

@@ -24,13 +24,14 @@ from .trace.dtypes import DTypeError
 from .trace.graph import Graph, Node, input_node, toposort
 from .trace.ops import OpKind
 from .transforms.grad import backward as _backward
+from .tensor_methods import TensorMethods
 
 
 class UndefinedTensorError(RuntimeError):
     """backward() on a tensor that holds no value."""
 
 
-class Tensor(Array):
+class Tensor(TensorMethods, Array):
     """An Array that records operations for `.backward()`.
 
     >>> import vkml
@@ -39,8 +40,13 @@ class Tensor(Array):
     >>> loss.backward()
     >>> w.grad.numpy().tolist()
     [2.0, 4.0]
+
+    It also has torch's methods and keywords (vkml/tensor_methods.py): `t.sum(dim=1)`,
+    `t.max(dim=0)`, `t.view(2, -1)`, `t.add_(1)` on tensors outside the tape, ...
     """
-    __slots__ = ("requires_grad", "grad", "_tape", "_parents", "_is_leaf")
+    # _version counts in-place changes; _saved holds each parent's _version when this
+    # tensor was recorded, so backward() refuses values changed since (as torch does)
+    __slots__ = ("requires_grad", "grad", "_tape", "_parents", "_is_leaf", "_version", "_saved")
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None):
         a = vnp.asarray(data, dtype)
@@ -55,6 +61,7 @@ class Tensor(Array):
         self._tape = input_node(self.shape, self.dtype, -1)
         self._parents = ()
         self._is_leaf = True
+        self._version, self._saved = 0, ()
 
     @classmethod
     def _result(cls, value: Array, node: Node | None, parents: tuple, requires_grad: bool) -> "Tensor":
@@ -65,6 +72,8 @@ class Tensor(Array):
         if node is None:
             node = input_node(t.shape, t.dtype, -1)
         t._tape, t._parents, t._is_leaf = node, parents, not requires_grad
+        t._version = 0
+        t._saved = tuple(getattr(p, "_version", 0) for p in parents)
         return t
 
     @classmethod
@@ -74,6 +83,7 @@ class Tensor(Array):
         t._buf, t._trace, t._node = None, None, None
         t.shape, t.dtype = tuple(shape), np.dtype(dtype)
         t.requires_grad, t.grad, t._parents, t._is_leaf = False, None, (), True
+        t._version, t._saved = 0, ()
         t._tape = input_node(t.shape, t.dtype, -1)
         return t
 
@@ -100,9 +110,6 @@ class Tensor(Array):
         self.requires_grad = bool(flag)
         return self
 
-    def zero_(self) -> None:
-        self.grad = None
-
     def _set_value(self, value: Array) -> None:
         """Replace the contents in place (optimisers); shape and dtype must match."""
         if tuple(value.shape) != self.shape or value.dtype != self.dtype:
@@ -111,6 +118,7 @@ class Tensor(Array):
         if value._trace is not None:
             raise TypeError("Tensor._set_value: cannot store a traced value")
         self._buf = value._buf
+        self._version += 1
 
     def __repr__(self) -> str:
         if self._buf is None:
@@ -155,7 +163,14 @@ class Tensor(Array):
             if t._tape.id in values:
                 continue
             values[t._tape.id] = t
-            stack.extend(p for p in t._parents if isinstance(p, Tensor))
+            for p, seen in zip(t._parents, t._saved):
+                if isinstance(p, Tensor):
+                    if p._version != seen:
+                        raise RuntimeError(
+                            f"one of the variables needed for gradient computation has been "
+                            f"modified by an inplace operation: [Tensor {p.dtype}{list(p.shape)}] "
+                            f"is at version {p._version}; expected version {seen} instead")
+                    stack.append(p)
         leaves = [t for t in values.values() if t._is_leaf and t.requires_grad]
         if not leaves:
             return

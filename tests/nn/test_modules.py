@@ -36,17 +36,16 @@ def small_cnn(key=None):
 def test_parameters_names_and_order():
     m = small_cnn()
     names = [n for n, _ in m.named_parameters()]
-    assert names == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
-                     "layers.6.weight", "layers.6.bias", "layers.8.weight", "layers.8.bias",
-                     "layers.9.weight", "layers.9.bias"]
-    assert [n for n, _ in m.named_buffers()] == ["layers.1.running_mean", "layers.1.running_var"]
+    assert names == ["0.weight", "0.bias", "1.weight", "1.bias", "6.weight", "6.bias", "8.weight",
+                     "8.bias", "9.weight", "9.bias"]
+    assert [n for n, _ in m.named_buffers()] == ["1.running_mean", "1.running_var",
+                                                 "1.num_batches_tracked"]
     assert [p.shape for p in m.parameters()][:2] == [(3, 2, 3, 3), (3,)]
     # the pytree's leaves are the parameters and buffers, in the same walk order
-    assert len(tree_leaves(m)) == 12
-    assert list(m.state_dict()) == ["layers.0.weight", "layers.0.bias", "layers.1.weight",
-                                    "layers.1.bias", "layers.1.running_mean", "layers.1.running_var",
-                                    "layers.6.weight", "layers.6.bias", "layers.8.weight",
-                                    "layers.8.bias", "layers.9.weight", "layers.9.bias"]
+    assert len(tree_leaves(m)) == 13
+    assert list(m.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean",
+                                    "1.running_var", "1.num_batches_tracked", "6.weight", "6.bias",
+                                    "8.weight", "8.bias", "9.weight", "9.bias"]
     assert all(a is b for a, b in zip(tree_leaves(m), m.state_dict().values()))
 
 
@@ -71,7 +70,7 @@ def test_tree_map_keeps_structure_with_non_array_leaves():
     mask = m.parameter_mask()
     assert tree_leaves(mask) == [True, True]
     bn = nn.BatchNorm2d(2)
-    assert tree_leaves(bn.parameter_mask()) == [True, True, False, False]
+    assert tree_leaves(bn.parameter_mask()) == [True, True, False, False, False]
 
 
 def test_grad_returns_model_shaped_tree():
@@ -104,7 +103,7 @@ def test_train_eval_and_repr():
     m.train()
     assert all(s.training for s in m.modules())
     r = repr(m)
-    assert "(layers.0): Conv2d(in_channels=2, out_channels=3, kernel_size=(3, 3)" in r
+    assert "(0): Conv2d(in_channels=2, out_channels=3, kernel_size=(3, 3)" in r
     assert "BatchNorm2d(num_features=3" in r and "Dropout(p=0.5)" in r
 
 
@@ -299,12 +298,13 @@ def test_state_dict_round_trip():
     for (n1, v1), (n2, v2) in zip(a.state_dict().items(), b.state_dict().items()):
         assert n1 == n2 and np.array_equal(np.asarray(v1), np.asarray(v2))
     sd = b.state_dict()
-    del sd["layers.0.bias"]
-    with pytest.raises(KeyError, match=r"missing keys \['layers.0.bias'\]"):
+    del sd["0.bias"]
+    with pytest.raises(RuntimeError, match=r'Missing key\(s\) in state_dict: "0.bias"'):
         a.load_state_dict(sd)
     sd = b.state_dict()
-    sd["layers.0.bias"] = vnp.zeros((4,))
-    with pytest.raises(ValueError, match=r"'layers.0.bias' has shape \(4,\) float32 .* but \(3,\) float32"):
+    sd["0.bias"] = vnp.zeros((4,))
+    with pytest.raises(ValueError, match=r"size mismatch for 0.bias: copying a param with shape \(4,\) "
+                                         r"from checkpoint, the shape in current model is \(3,\)"):
         a.load_state_dict(sd)
 
 

@@ -5,6 +5,7 @@ import zipfile
 import numpy as np
 import pytest
 
+import vkml
 import vkml.numpy as vnp
 import vkml.random as vr
 from vkml import nn
@@ -32,10 +33,11 @@ def test_model_round_trip(tmp_path):
     p = tmp_path / "model.npz"
     save(p, m)
     flat = load(p)
-    assert list(flat) == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
-                          "layers.1.running_mean", "layers.1.running_var", "layers.3.weight",
-                          "layers.3.bias"]
-    assert np.asarray(flat["layers.1.running_mean"]).tolist() == [0.25, -1.0]
+    # torch's names: no `layers.` in a Sequential, BatchNorm's num_batches_tracked
+    assert list(flat) == ["0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean",
+                          "1.running_var", "1.num_batches_tracked", "3.weight", "3.bias"]
+    assert list(flat) == list(m.state_dict())
+    assert np.asarray(flat["1.running_mean"]).tolist() == [0.25, -1.0]
     back = load(p, like=model(2))
     assert type(back) is nn.Sequential and tree_structure(back) == tree_structure(m)
     same_leaves(back, m)
@@ -76,11 +78,11 @@ def test_tree_paths_order_matches_flattening():
 def test_template_mismatches_name_the_key(tmp_path):
     p = tmp_path / "m.npz"
     save(p, model())
-    with pytest.raises(SerializationError, match=r"missing keys \['layers.2.weight'.*unexpected keys "
-                                                 r"\['layers.1.weight'"):
+    with pytest.raises(SerializationError, match=r"missing keys \['2.weight'.*unexpected keys "
+                                                 r"\['1.weight'"):
         load(p, like=nn.Sequential(nn.Conv2d(1, 2, 3), nn.Identity(), nn.Linear(8, 3)))
     wrong = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(8, 4))
-    with pytest.raises(SerializationError, match=r"key 'layers.3.weight' has shape \(3, 8\) float32 in "
+    with pytest.raises(SerializationError, match=r"key '3.weight' has shape \(3, 8\) float32 in "
                                                  r"the file but \(4, 8\) float32 in the template"):
         load(p, like=wrong)
     save(p, {"a": vnp.ones(2)})
@@ -272,3 +274,111 @@ def test_big_endian_and_fortran_members_load_correctly(tmp_path):
     np.testing.assert_array_equal(np.asarray(got["c"]), c)
     back = load(p, like={"a": vnp.zeros((2, 3), np.float64), "b": vnp.zeros(3, np.int32), "c": vnp.zeros((2, 3))})
     np.testing.assert_array_equal(np.asarray(back["a"]), a)
+
+
+# ------------------------------------------------------------------------------ torch's state dicts
+
+
+def torch_style_state(m, seed=7):
+    """What `{k: v.numpy() for k, v in torch_model.state_dict().items()}` gives for the same
+    architecture: torch's key names, float32 arrays, an int64 num_batches_tracked."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k, v in m.state_dict().items():
+        if k.endswith("num_batches_tracked"):
+            out[k] = np.asarray(5, np.int64)
+        elif k.endswith("running_var"):
+            out[k] = rng.random(v.shape).astype(np.float32) + 0.5
+        else:
+            out[k] = rng.standard_normal(v.shape).astype(np.float32)
+    return out
+
+
+class Net(nn.Module):
+    def __init__(self):
+        self.encoder = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+        self.norm = nn.BatchNorm2d(2)
+        self.heads = [nn.Linear(2, 1), nn.Linear(2, 1)]
+
+
+def test_state_dict_keys_are_torchs():
+    assert list(model().state_dict()) == [
+        "0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var",
+        "1.num_batches_tracked", "3.weight", "3.bias"]
+    assert list(Net().state_dict()) == [
+        "encoder.0.weight", "encoder.0.bias", "encoder.2.weight", "encoder.2.bias",
+        "norm.weight", "norm.bias", "norm.running_mean", "norm.running_var",
+        "norm.num_batches_tracked", "heads.0.weight", "heads.0.bias", "heads.1.weight", "heads.1.bias"]
+    assert [n for n, _ in Net().named_modules()][:3] == ["", "encoder", "encoder.0"]
+    assert [n for n, _ in model().named_children()] == ["0", "1", "2", "3"]
+
+
+def test_num_batches_tracked_counts_train_mode_calls():
+    m = model()
+    bn = m.layers[1]
+    x = vnp.asarray(np.random.default_rng(0).standard_normal((2, 1, 4, 4)).astype(np.float32))
+    assert float(bn.num_batches_tracked) == 0
+    m(x), m(x)
+    assert float(bn.num_batches_tracked) == 2
+    m.eval()(x)
+    assert float(bn.num_batches_tracked) == 2
+    # under jit the module the function returns carries the count
+    step = vkml.jit(lambda m, x: (m(x), m)[1])
+    m.train()
+    m2 = step(m, x)
+    assert float(m2.layers[1].num_batches_tracked) == 3 and float(bn.num_batches_tracked) == 2
+    assert nn.BatchNorm2d(2, track_running_stats=False).state_dict().keys() == {"weight", "bias"}
+
+
+def test_a_torch_state_dict_converted_to_numpy_loads():
+    m = model()
+    sd = torch_style_state(m)
+    assert m.load_state_dict(sd) == ([], [])
+    got = m.state_dict()
+    for k, v in sd.items():
+        assert got[k].shape == v.shape
+        np.testing.assert_array_equal(np.asarray(got[k]), v.astype(np.float32), err_msg=k)
+    assert isinstance(m.layers[0].weight, vkml.Tensor) and m.layers[0].weight.requires_grad
+    # float64 values are cast to the model's float32, as torch's copy_ does
+    sd64 = {k: v.astype(np.float64) for k, v in sd.items()}
+    m.load_state_dict(sd64)
+    assert m.layers[3].weight.dtype == np.float32
+    # an old checkpoint without num_batches_tracked loads (torch allows it too)
+    old = {k: v for k, v in sd.items() if not k.endswith("num_batches_tracked")}
+    assert model().load_state_dict(old) == ([], [])
+
+
+def test_load_state_dict_errors_as_torchs():
+    m = model()
+    sd = torch_style_state(m)
+    del sd["0.bias"], sd["3.weight"]
+    sd["extra.weight"] = np.zeros(2, np.float32)
+    msg = ('Error(s) in loading state_dict for Sequential:\n\tMissing key(s) in state_dict: "0.bias", '
+           '"3.weight". \n\tUnexpected key(s) in state_dict: "extra.weight". ')
+    before = np.asarray(m.layers[0].weight)
+    with pytest.raises(RuntimeError) as e:
+        m.load_state_dict(sd)
+    assert str(e.value) == msg and isinstance(e.value, ValueError)
+    assert np.array_equal(before, np.asarray(m.layers[0].weight))        # nothing was loaded
+    res = m.load_state_dict(sd, strict=False)
+    assert res.missing_keys == ["0.bias", "3.weight"] and res.unexpected_keys == ["extra.weight"]
+    np.testing.assert_array_equal(np.asarray(m.layers[0].weight), sd["0.weight"])
+    # a shape mismatch is an error even when not strict, as in torch
+    sd = torch_style_state(m)
+    sd["3.weight"] = np.zeros((4, 8), np.float32)
+    for strict in (True, False):
+        with pytest.raises(RuntimeError, match=r"size mismatch for 3.weight: copying a param with shape "
+                                               r"\(4, 8\) from checkpoint, the shape in current model "
+                                               r"is \(3, 8\)\."):
+            m.load_state_dict(sd, strict=strict)
+
+    class Counter(nn.Module):
+        _buffers = ("steps",)
+
+        def __init__(self):
+            self.steps = vnp.asarray(3)
+    with pytest.raises(RuntimeError, match="dtype mismatch for steps: .* float32"):
+        Counter().load_state_dict({"steps": np.float32(2.5)})
+    c = Counter()
+    c.load_state_dict({"steps": np.int64(9)})
+    assert c.steps.dtype == np.int32 and int(c.steps) == 9

@@ -7,7 +7,7 @@
 [(4, 3), (4,), (2, 4), (2,)]
 """
 from . import functional
-from .base import Module
+from .base import IncompatibleKeys, Module, StateDictError
 from .modules import (AvgPool2d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatten, GELU, Identity,
                       Lambda, LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Sigmoid, SiLU, Tanh)
 from .serialization import SerializationError, load, save, tree_paths
@@ -15,3 +15,4 @@ from .serialization import SerializationError, load, save, tree_paths
 __all__ = ["functional", "Module", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "BatchNorm2d",
            "LayerNorm", "Dropout", "Embedding", "Flatten", "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh",
            "Identity", "Lambda", "Sequential", "save", "load", "tree_paths", "SerializationError"]
+__all__ += ["StateDictError", "IncompatibleKeys"]

@@ -19,7 +19,7 @@ optimiser updates a model like any pytree, while the same object also answers
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -84,11 +84,25 @@ def _walk(prefix: str, v: Any, buffer: bool) -> Iterator[tuple[str, Any, bool]]:
         yield prefix[:-1], v, buffer
 
 
+class StateDictError(ValueError, RuntimeError):
+    """load_state_dict's error, worded as torch's (a RuntimeError there, and vkml's
+    ValueError for a state that does not fit)."""
+
+
+class IncompatibleKeys(NamedTuple):
+    """What load_state_dict(strict=False) skipped (torch's _IncompatibleKeys)."""
+    missing_keys: list
+    unexpected_keys: list
+
+
 class Module:
     """Base class of layers: subclass it, set fields in __init__, define forward.
 
     Fields holding arrays are parameters, except those named in the class attribute
-    `_buffers` (non-trainable state such as BatchNorm's running statistics).
+    `_buffers` (non-trainable state such as BatchNorm's running statistics). Fields named
+    in `_unnamed` are left out of dotted names (Sequential's `layers`: its parameters are
+    `0.weight`, ... as torch names them); state named in `_optional_state` may be missing
+    from a state dict (BatchNorm's num_batches_tracked, as torch allows).
 
     >>> import vkml.numpy as vnp
     >>> class Scale(Module):
@@ -100,6 +114,8 @@ class Module:
     3.0
     """
     _buffers: tuple[str, ...] = ()
+    _unnamed: tuple[str, ...] = ()
+    _optional_state: tuple[str, ...] = ()
 
     def __new__(cls, *args: Any, **kwargs: Any):
         obj = object.__new__(cls)
@@ -121,19 +137,21 @@ class Module:
     def _named_leaves(self, prefix: str = "") -> Iterator[tuple[str, Any, bool]]:
         for name, dyn, v in _fields(self):
             if dyn:
-                yield from _walk(f"{prefix}{name}.", v, name in type(self)._buffers)
+                here = prefix if name in type(self)._unnamed else f"{prefix}{name}."
+                yield from _walk(here, v, name in type(self)._buffers)
 
     def named_children(self) -> Iterator[tuple[str, "Module"]]:
         """Direct submodules (also those inside list/tuple/dict fields), with their names."""
         for name, dyn, v in _fields(self):
             if not dyn:
                 continue
+            head = "" if name in type(self)._unnamed else f"{name}."
             if isinstance(v, Module):
                 yield name, v
             elif type(v) in (list, tuple):
-                yield from ((f"{name}.{i}", c) for i, c in enumerate(v) if isinstance(c, Module))
+                yield from ((f"{head}{i}", c) for i, c in enumerate(v) if isinstance(c, Module))
             elif type(v) is dict:
-                yield from ((f"{name}.{k}", v[k]) for k in sorted(v) if isinstance(v[k], Module))
+                yield from ((f"{head}{k}", v[k]) for k in sorted(v) if isinstance(v[k], Module))
 
     def children(self) -> list["Module"]:
         return [m for _, m in self.named_children()]
@@ -192,30 +210,74 @@ class Module:
                 p.grad = None
 
     def state_dict(self) -> dict[str, Any]:
-        """{dotted name: array} for parameters and buffers (the keys vkml.nn.save writes)."""
+        """{dotted name: array} for parameters and buffers, named as torch names them
+        (`0.weight` in a Sequential, BatchNorm's `running_mean`, `running_var`,
+        `num_batches_tracked`); the keys vkml.nn.save writes.
+
+        >>> from vkml.nn import Linear, Sequential
+        >>> list(Sequential(Linear(2, 2)).state_dict())
+        ['0.weight', '0.bias']
+        """
         return {n: v for n, v, _ in self._named_leaves()}
 
-    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> "Module":
-        """Replace this module's arrays, in place, by state's entries of the same names
-        (shapes and dtypes must match; strict: no missing or extra keys). Returns self.
+    def _optional_keys(self) -> set[str]:
+        return {f"{p}.{f}" if p else f for p, m in self.named_modules() for f in type(m)._optional_state}
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Replace this module's arrays, in place, by state's entries of the same names: a
+        state_dict of a vkml module, or a torch one converted to NumPy
+        (`{k: v.numpy() for k, v in sd.items()}`). Values are cast to the module's dtypes
+        as torch's copy_ does (a float value into an integer or bool entry is refused);
+        shapes must match. strict: no missing or unexpected keys. Errors are collected and
+        raised together as torch words them (StateDictError, a RuntimeError and a
+        ValueError). Returns (missing_keys, unexpected_keys), as torch.
 
         >>> from vkml.nn import Linear
         >>> a, b = Linear(2, 2), Linear(2, 2)
-        >>> _ = b.load_state_dict(a.state_dict())
+        >>> a.load_state_dict(b.state_dict())
+        IncompatibleKeys(missing_keys=[], unexpected_keys=[])
         """
-        from .serialization import check_entry   # serialization is built on Module
+        from .. import numpy as vnp
+        from ..trace import dtypes as dt
         own = self.state_dict()
-        missing = [k for k in own if k not in state]
+        optional = self._optional_keys()
+        missing = [k for k in own if k not in state and k not in optional]
         extra = [k for k in state if k not in own]
-        if strict and (missing or extra):
-            raise KeyError(f"load_state_dict into {type(self).__name__}: missing keys {missing}, "
-                           f"unexpected keys {extra}")
-        new = {k: check_entry("load_state_dict", k, state[k], own[k]) for k in own if k in state}
+        errors, new = [], {}
+        for k in own:
+            if k not in state:
+                continue
+            try:
+                v = vnp.asarray(state[k])
+            except (TypeError, ValueError) as e:
+                errors.append(f"value for {k}: {e}")
+                continue
+            want = own[k]
+            if v.shape != tuple(want.shape):
+                errors.append(f"size mismatch for {k}: copying a param with shape {v.shape} from "
+                              f"checkpoint, the shape in current model is {tuple(want.shape)}.")
+            elif v.dtype != want.dtype and dt.is_float(v.dtype) and not dt.is_float(want.dtype):
+                errors.append(f"dtype mismatch for {k}: copying a param of dtype {v.dtype} from "
+                              f"checkpoint into one of dtype {want.dtype} would lose its fraction.")
+            else:
+                new[k] = v if v.dtype == want.dtype else v.astype(want.dtype)
+        if strict:
+            if extra:
+                errors.insert(0, "Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in extra) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if errors:
+            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                                 + "\n\t".join(errors))
+        from .serialization import check_entry   # serialization is built on Module
+        new = {k: check_entry("load_state_dict", k, v, own[k]) for k, v in new.items()}
         leaves, td = tree_flatten(self)
         names = [n for n, _, _ in self._named_leaves()]
         fresh = tree_unflatten(td, [new.get(n, v) for n, v in zip(names, leaves)])
         self._copy_from(fresh)
-        return self
+        return IncompatibleKeys(missing, extra)
 
     def _copy_from(self, other: "Module") -> None:
         """Adopt other's fields (same structure), recursing so submodule objects the user

@@ -127,28 +127,40 @@ def tanh(x: Any) -> Array:
     return vnp.tanh(x)
 
 
-def softmax(x: Any, axis: int = -1) -> Array:
-    """exp(x) / sum(exp(x)) along axis, numerically stable.
+def _dim(name: str, axis: Any, dim: Any, default: Any) -> Any:
+    """torch's dim= beside numpy's axis= (one of them; axis at its default counts as unset)."""
+    if dim is None:
+        return axis
+    if axis is not default:
+        raise TypeError(f"{name}: pass dim= or axis=, not both")
+    return dim
+
+
+def softmax(x: Any, axis: int = -1, *, dim: int | None = None) -> Array:
+    """exp(x) / sum(exp(x)) along axis (or torch's dim=), numerically stable.
 
     >>> softmax(vnp.asarray([0.0, 0.0])).numpy().tolist()
     [0.5, 0.5]
     """
     x = _float(x, "softmax")
+    axis = _dim("softmax", axis, dim, -1)
     return bind(OpKind.Softmax, [x], axis=normalize_axis("softmax", axis, x.ndim))
 
 
-def log_softmax(x: Any, axis: int = -1) -> Array:
-    """x - logsumexp(x) along axis, numerically stable.
+def log_softmax(x: Any, axis: int = -1, *, dim: int | None = None) -> Array:
+    """x - logsumexp(x) along axis (or torch's dim=), numerically stable.
 
     >>> [round(v, 4) for v in log_softmax(vnp.asarray([0.0, 0.0])).numpy().tolist()]
     [-0.6931, -0.6931]
     """
     x = _float(x, "log_softmax")
+    axis = _dim("log_softmax", axis, dim, -1)
     return bind(OpKind.LogSoftmax, [x], axis=normalize_axis("log_softmax", axis, x.ndim))
 
 
-def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
-    """log(sum(exp(x))) over axis (None: all), stable for large |x|.
+def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False, *,
+              dim: int | Sequence[int] | None = None, keepdim: bool | None = None) -> Array:
+    """log(sum(exp(x))) over axis (None: all; or torch's dim=, keepdim=), stable for large |x|.
 
     The shift is a stop-gradient max (the gradient is exactly softmax); a slice that is all
     -inf gives -inf, not nan.
@@ -157,6 +169,8 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
     1000.693
     """
     x = _float(x, "logsumexp")
+    axis = _dim("logsumexp", axis, dim, None)
+    keepdims = keepdims if keepdim is None else keepdim
     axes = normalize_axes("logsumexp", axis, x.ndim, scalar_0d=True)   # as sum
     if vnp._reduced_size(x, axes) == 0:     # over no elements: log(0) = -inf, as scipy, torch
         return vnp.log(vnp.sum(vnp.exp(x), axis=axes, keepdims=keepdims))

@@ -172,7 +172,11 @@ class BatchNorm2d(Module):
     >>> bn(vnp.ones((2, 3, 4, 4))).shape
     (2, 3, 4, 4)
     """
-    _buffers = ("running_mean", "running_var")
+    # num_batches_tracked counts the train-mode calls as torch does; it is a float (in the
+    # statistics' dtype, exact to 2**24 for float32) so the module stays a differentiable
+    # pytree (vkml.grad refuses integer leaves); load_state_dict takes torch's int64
+    _buffers = ("running_mean", "running_var", "num_batches_tracked")
+    _optional_state = ("num_batches_tracked",)
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, track_running_stats: bool = True, *, dtype=dt.float32):
@@ -183,6 +187,7 @@ class BatchNorm2d(Module):
         self.bias = _param(vnp.zeros((num_features,), dtype)) if affine else None
         self.running_mean = vnp.zeros((num_features,), dtype) if track_running_stats else None
         self.running_var = vnp.ones((num_features,), dtype) if track_running_stats else None
+        self.num_batches_tracked = vnp.zeros((), dtype) if track_running_stats else None
 
     def forward(self, x: Any) -> Array:
         x = vnp.asarray(x)
@@ -196,6 +201,7 @@ class BatchNorm2d(Module):
         if self.training and self.track_running_stats:
             _assign(self, "running_mean", m.astype(self.running_mean.dtype))
             _assign(self, "running_var", v.astype(self.running_var.dtype))
+            _assign(self, "num_batches_tracked", self.num_batches_tracked + 1.0)
         return y
 
 
@@ -385,7 +391,10 @@ class Sequential(Module):
     >>> net = Sequential(Linear(2, 3), ReLU(), Dropout(0.1))
     >>> net.eval()(vnp.ones((1, 2))).shape
     (1, 3)
+    >>> list(net.state_dict())[:2]
+    ['0.weight', '0.bias']
     """
+    _unnamed = ("layers",)     # torch's names: `0.weight`, not `layers.0.weight`
 
     def __init__(self, *layers: Module | Callable):
         out = []

@@ -1,7 +1,8 @@
 """vkml.nn.save / vkml.nn.load: pytrees of arrays to and from `.npz` files, never pickle.
 
 Each leaf is stored under its path in the tree, joined with dots: dict keys, list and
-tuple positions, namedtuple and Module field names (`layers.0.weight`). So a model saved
+tuple positions, namedtuple and Module field names, as torch names them (`0.weight` in a
+Sequential, `encoder.weight`). So a model saved
 with `save` loads into a model of the same architecture (`load(path, like=model)`), and
 the flat dict `load(path)` returns is what `Module.load_state_dict` takes.
 
@@ -40,7 +41,13 @@ class SerializationError(ValueError):
 def _children(x: Any) -> list[tuple[str, Any]] | None:
     """(name, child) pairs of a pytree node in flattening order, or None for a leaf."""
     if isinstance(x, Module):
-        return [(n, v) for n, dyn, v in _fields(x) if dyn]
+        out = []
+        for n, dyn, v in _fields(x):
+            if dyn and n in type(x)._unnamed:   # Sequential's layers: `0.weight`, as torch
+                out += _children(v) or []
+            elif dyn:
+                out.append((n, v))
+        return out
     if type(x) is dict:
         return [(str(k), x[k]) for k in sorted(x)]
     if type(x) in (list, tuple):
