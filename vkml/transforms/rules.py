@@ -9,6 +9,8 @@ through them too. Which OpKinds must have a rule is declared in the registry
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..trace.ops import OpKind as K
 from ..trace.shapes import size_of
 from .expr import (E, INV_SQRT_2PI, SQRT_2_OVER_PI, TWO_OVER_SQRT_PI, cast, cos, erfc, exp, expand,
@@ -177,6 +179,34 @@ def _scatter_add(n, g, src, idx):
     return op(K.IndexSelect, g, idx, axis=n.attrs["axis"]), None
 
 
+def _scatter_valid(idx, size: int, ndim: int, axis: int):
+    """Which of a scatter's indices land (negative wrap once, the rest in [0, size)),
+    shaped to broadcast against its source along `axis`."""
+    wrapped = where(idx < 0, idx + size, idx)
+    ok = where(wrapped < 0, op(K.Full, shape=(), dtype=np.dtype(bool), value=False), wrapped < size)
+    return reshape(ok, tuple(idx.shape[0] if i == axis else 1 for i in range(ndim)))
+
+
+def _scatter_reduce(n, g, src, idx):
+    """max / min: the gradient is shared evenly among the sources equal to the result (as
+    JAX's scatter_max); mul: each source gets the product of the others at its
+    destination, zeros counted rather than divided by (as Prod's rule)."""
+    ax, size, red = n.attrs["axis"], n.attrs["size"], n.attrs["reduce"]
+    gather = lambda v: op(K.IndexSelect, v, idx, axis=ax)      # noqa: E731
+    valid = _scatter_valid(idx, size, src.ndim, ax)
+    if red in ("max", "min"):
+        tie = where(valid, src.eq(gather(E(n))), op(K.Full, shape=(), dtype=np.dtype(bool), value=False))
+        cnt = op(K.ScatterAdd, cast(tie, src.dtype), idx, axis=ax, size=size)
+        return where(tie, gather(g) / gather(cnt), 0.0), None
+    z = src.eq(0.0)
+    zf = cast(z, src.dtype)
+    nz = gather(op(K.ScatterAdd, zf, idx, axis=ax, size=size))
+    safe = where(z, 1.0, src)
+    ps = gather(op(K.ScatterReduce, safe, idx, axis=ax, size=size, reduce="mul"))
+    others = where(nz.eq(0.0), ps / safe, where(nz.eq(1.0), zf * ps, 0.0))
+    return where(valid, gather(g) * others, 0.0), None
+
+
 RULES = {
     K.Neg: lambda n, g, x: (-g,),
     K.Reciprocal: lambda n, g, x: (-g * E(n) * E(n),),
@@ -236,6 +266,7 @@ RULES = {
     K.Flip: lambda n, g, x: (op(K.Flip, g, axes=n.attrs["axes"]),),
     K.IndexSelect: _index_select,
     K.ScatterAdd: _scatter_add,
+    K.ScatterReduce: _scatter_reduce,
     K.MatMul: _matmul,
     K.Im2Col: _im2col,
     K.Col2Im: _col2im,
