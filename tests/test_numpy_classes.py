@@ -240,6 +240,8 @@ OWN_TESTS = {
     "fliplr", "atleast_1d", "atleast_2d", "atleast_3d", "vstack", "row_stack", "hstack", "dstack",
     "column_stack", "tensordot", "inner", "kron", "cross", "diff", "ediff1d", "repeat", "tile",
     "append", "array_split", "vsplit", "hsplit", "dsplit", "meshgrid",
+    # indexing, gather and scatter: tests/test_indexing.py
+    "take_along_axis", "put_along_axis", "nonzero", "argwhere", "flatnonzero",
 }
 EXCLUDED: dict[str, str] = {   # name -> reason
 }
@@ -497,8 +499,9 @@ def test_index_classes():
     for bad in (vnp.asarray([2]), vnp.asarray(True), vnp.asarray(2.0)):
         with pytest.raises(TypeError, match="slice indices must be integers"):
             a[:bad]        # NumPy: only a 0-d integer array converts to an index
-    with pytest.raises(IndexError, match="boolean mask"):
-        a[x > 3]           # not supported (data-dependent shape): a clear error
+    same(lambda a: a[a > 3], lambda a: a[a > 3], [x], what="x[x > 3]")
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        a[x[:2] > 3]       # NumPy's IndexError for a mask of the wrong shape
 
 
 # --------------------------------------------------------------------------- registry
@@ -552,6 +555,8 @@ OP_EXCLUDED = {
     OpKind.IndexSelect: "index bounds, eager and traced: tests/test_debug.py",
     OpKind.ScatterAdd: "index bounds, eager and traced: tests/test_debug.py",
     OpKind.CheckIndex: "the index bounds check of vkml.debug: tests/test_debug.py",
+    OpKind.ScatterReduce: "made by .at[].min/max/multiply/set: their index forms, bounds and "
+                          "0-d and size-0 cases in tests/test_indexing.py",
     OpKind.Im2Col: "NCHW windows: no 0-d form; shapes in tests/ops/cases_window.py",
     OpKind.Col2Im: "NCHW windows: no 0-d form; shapes in tests/ops/cases_window.py",
     OpKind.MaxPool2d: "NCHW windows: no 0-d form; shapes in tests/ops/cases_window.py",
