@@ -76,6 +76,8 @@ def _flat_nonzero(flat: Array, size: int) -> tuple[Array, Array]:
     the `size` slots are filled). On the device: a running count gives each true value its
     slot, and a ScatterAdd of the positions puts it there (slots past `size` are dropped)."""
     n = flat.shape[0]
+    if size == 0:   # (a scatter into no positions takes no index)
+        return vnp.zeros((0,), dt.int32), vnp.zeros((0,), dt.bool_)
     ones = flat.astype(dt.int32)
     slot = vnp.where(flat, vnp.cumsum(ones) - 1, _i32(size))
     pos = bind(OpKind.ScatterAdd, [vnp.arange(n, dtype=dt.int32), slot], axis=0, size=size)
@@ -144,7 +146,7 @@ def argwhere(a, *, size: int | None = None, fill_value=None) -> Array:
     a = vnp.asarray(a)
     if a.ndim == 0:
         (i,) = nonzero(vnp.reshape(a, (1,)), size=size, fill_value=fill_value)
-        return vnp.reshape(i, (i.shape[0], 0))
+        return vnp.zeros((i.shape[0], 0), dt.int32)
     return vnp.stack(nonzero(a, size=size, fill_value=fill_value), axis=1)
 
 
@@ -541,7 +543,7 @@ def take_along_axis(arr, indices, axis: int | None, mode: str | None = None,
 
     >>> import vkml.numpy as vnp
     >>> a = vnp.asarray([[10, 30, 20], [60, 40, 50]])
-    >>> vnp.take_along_axis(a, vnp.argsort(a, axis=1), axis=1).numpy().tolist()
+    >>> vnp.take_along_axis(a, vnp.asarray([[0, 2, 1], [1, 2, 0]]), axis=1).numpy().tolist()
     [[10, 20, 30], [40, 50, 60]]
     """
     arr, key = _along_axis_index("take_along_axis", arr, indices, axis)
