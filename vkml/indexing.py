@@ -479,9 +479,10 @@ def take(a, indices, axis: int | None = None, mode: str | None = None, fill_valu
     taken modulo the extent; 'fill': out of range (after one wrap of negatives) gives
     fill_value (nan, INT_MIN or True by default, as JAX).
 
-    >>> take(vnp.arange(5) * 10, [4, -1]).numpy().tolist()
+    >>> import vkml.numpy as vnp
+    >>> vnp.take(vnp.arange(5) * 10, [4, -1]).numpy().tolist()
     [40, 40]
-    >>> take(vnp.arange(3.0), [0, 7], mode="fill", fill_value=-1.0).numpy().tolist()
+    >>> vnp.take(vnp.arange(3.0), [0, 7], mode="fill", fill_value=-1.0).numpy().tolist()
     [0.0, -1.0]
     """
     a = vnp.asarray(a)
