@@ -436,8 +436,14 @@ def _gather(a: Array, plan: _Plan, mode=None, fill_value=None) -> Array:
     pre = plan.x_pre(a)
     if not plan.adv:
         return vnp.reshape(pre, plan.out_shape)
-    rows = plan.rows(pre)
     lin, valid = plan.linear(mode, scatter=False)
+    live = [p for p, c, d, ax in plan.adv if c is not None and ax is not None]
+    if len(live) == 1 and valid is None and not plan.first:
+        # one index (the other advanced axes have extent 1): gather along its own axis,
+        # with no transposes around it; B takes the advanced axes' place
+        g = bind(OpKind.IndexSelect, [pre, lin], axis=live[0])
+        return vnp.reshape(g, plan.out_shape)
+    rows = plan.rows(pre)
     g = bind(OpKind.IndexSelect, [rows, lin], axis=0)
     if mode == "fill":
         fill = _default_fill(a.dtype) if fill_value is None else fill_value
