@@ -98,6 +98,16 @@ def test_getitem_jit_and_vmap():
           np.stack([xs[0][[2, 0], [0, 3]], xs[1][[1, 1], [0, 3]]]))
 
 
+def test_traced_indices_checked_under_debug_checks():
+    f = vkml.jit(lambda x, i, j: x[i, :, j])
+    close(f(vk(X), vk(np.array([5])), vk(np.array([0]))), X[[2], :, [0]])     # clamped
+    with vkml.debug.checks():
+        with pytest.raises(IndexError, match="getitem: index 5 is out of bounds for axis 0"):
+            f(vk(X), vk(np.array([5])), vk(np.array([0])))
+        with pytest.raises(IndexError, match=r"at\[\]\.add: index -6 is out of bounds for axis 2"):
+            vkml.jit(lambda x, i: x.at[0, 1, i].add(1.0))(vk(X), vk(np.array([1, -6])))
+
+
 def test_traced_boolean_mask_names_the_way():
     with pytest.raises(NonConcreteBooleanIndexError, match="where.*size="):
         vkml.jit(lambda x: x[x > 0])(vk(X))
@@ -262,10 +272,12 @@ def test_at_get_and_modes():
     with pytest.raises(ValueError, match="broadcast"):
         vk(x).at[0].set(vk(np.ones(4)))
     v = vk(x).at[0].set(vnp.asarray([1, 2, 3]))           # values take x's dtype
-    assert v.dtype == np.float64 or v.dtype == vk(x).dtype
+    assert v.dtype == vk(x).dtype
     i32 = vk(np.arange(4, dtype=I32)).at[[1, 1]].add(5)
     assert i32.dtype == I32 and i32.numpy().tolist() == [0, 11, 2, 3]
     assert vk(np.arange(4, dtype=I32)).at[[1, 1, 2]].max(vnp.asarray([7, 9, -1])).numpy().tolist() == [0, 9, 2, 3]
+    with pytest.raises(vkml.DTypeError):      # true division is for floats
+        vk(np.arange(4, dtype=I32)).at[1].divide(2)
 
 
 def test_at_grads_order2():
@@ -310,3 +322,20 @@ def test_at_under_vmap():
         close(f(vk(xs), vk(ib), vk(vs)), want)
     g = vkml.vmap(lambda v: vk(xs).at[1:, [0, 0]].add(v))(vk(R.uniform(size=(2, 2, 2))))
     assert g.shape == (2, 3, 4)
+
+
+def test_grads_compose_with_jit_and_vmap():
+    idx = np.s_[[0, 2, 0], :, [1, 4, 1]]
+    f = lambda x, u: (x.at[idx].max(u) * x[idx[0], 1:, idx[2]].sum()).sum()   # noqa: E731
+    u = vk(R.uniform(-1, 1, (3, 4)))
+    check_grads(vkml.jit(f), [vk(X), u], order=2)
+    g = vkml.grad(f, argnums=(0, 1))
+    gj = vkml.jit(g)(vk(X), u)
+    for a_, b_ in zip(gj, g(vk(X), u)):
+        close(a_, np.asarray(b_))
+    xs = R.uniform(-1, 1, (2, 3, 4, 5))
+    per = vkml.vmap(lambda x: vkml.grad(lambda x: (x[[1, 2], :, [0, 0]] ** 2).sum())(x))(vk(xs))
+    want = np.zeros_like(xs)
+    for k in range(2):
+        np.add.at(want[k], ([1, 2], slice(None), [0, 0]), 2 * xs[k][[1, 2], :, [0, 0]])
+    close(per, want)

@@ -584,6 +584,11 @@ _REDUCE_OPS = ("set", "add", "multiply", "divide", "min", "max", "power")
 
 def _scatter(a: Array, plan: _Plan, values, how: str, mode=None) -> Array:
     """a with a[idx] combined with values by `how` (one of _REDUCE_OPS)."""
+    if how not in _REDUCE_OPS:
+        raise ValueError(f"{plan.what}: unknown update {how!r}; valid: {', '.join(_REDUCE_OPS)}")
+    if how == "divide" and not dt.is_float(a.dtype):
+        raise vnp.DTypeError(f"{plan.what}: true division of a {a.dtype} array is not defined in "
+                             f"its dtype (NumPy's divide.at refuses it too); cast x to a float dtype")
     v = vnp.asarray(values)
     if v.dtype != a.dtype:
         v = v.astype(a.dtype)
