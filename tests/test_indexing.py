@@ -293,6 +293,13 @@ def test_at_grads_order2():
     for how in ("min", "max"):
         check_grads(lambda x, u: getattr(x.at[dup], how)(u) ** 2, [vk(X), u], order=2)
     check_grads(lambda x: x.at[[0, 2]].get(mode="fill", fill_value=0.0) ** 2, [vk(X)], order=2)
+    # a product with zeros among repeated updates (the rule counts them, never divides)
+    check_grads(lambda x, u: x.at[[0, 0, 1, 1, 1]].multiply(u), [vk(np.array([1.5, -2.0, 0.7])),
+                vk(np.array([0.0, 1.3, 0.0, 0.0, 2.0]))], order=2)
+    check_grads(lambda x, u: x.at[[0, 0, 2]].multiply(u), [vk(np.array([1.5, -2.0, 0.0])),
+                vk(np.array([0.0, 1.3, -0.4]))], order=2)
+    check_grads(lambda x, u: x.at[[0, 0, 0, 1, 1, 1, 1]].multiply(u), [vk(np.array([1.5, -2.0])),
+                vk(np.array([0.0, 0.0, 1.3, 0.0, 0.0, 0.0, 0.8]))], order=2)
 
 
 def test_at_max_ties_share_the_gradient():

@@ -18,7 +18,6 @@ checks it on the device. `mode=` chooses otherwise, as in jnp.take and `.at[]`.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import numpy as _np
@@ -40,18 +39,6 @@ MODES = (None, "raise", "clip", "wrap", "fill", "drop", "promise_in_bounds")
 class NonConcreteBooleanIndexError(IndexError):
     """A boolean mask index whose values are traced: the result's shape would depend on
     them (JAX's error of the same name)."""
-
-
-@contextlib.contextmanager
-def _eager():
-    """Run ops now even inside a transform: for values that are concrete there (a
-    boolean mask passed as a NumPy array), whose data-dependent shape is then known."""
-    saved = tracer._stack()[:]
-    tracer._stack().clear()
-    try:
-        yield
-    finally:
-        tracer._stack()[:] = saved
 
 
 def _i32(v) -> Array:
@@ -305,7 +292,7 @@ class _Plan:
                 f"transform (jit, grad, vmap), so the result's shape would depend on its values; "
                 f"use vkml.numpy.where(mask, x, other) to keep the shape, or "
                 f"vkml.numpy.nonzero(mask, size=..., fill_value=...) for a fixed number of indices")
-        with _eager():
+        with tracer.suspended():
             return nonzero(m)
 
     # ---------------------------------------------------------------- shapes and views

@@ -189,21 +189,25 @@ def _scatter_valid(idx, size: int, ndim: int, axis: int):
 
 def _scatter_reduce(n, g, src, idx):
     """max / min: the gradient is shared evenly among the sources equal to the result (as
-    JAX's scatter_max); mul: each source gets the product of the others at its
-    destination, zeros counted rather than divided by (as Prod's rule)."""
+    JAX's scatter_max). mul: each source gets the product of the others at its destination,
+    written so that its own derivative is right too (second order): out / src where src is
+    not 0; for a zero, the product of the nonzero others when it is its destination's only
+    zero, the other zero times that when there are two, and 0 (constant) beyond."""
     ax, size, red = n.attrs["axis"], n.attrs["size"], n.attrs["reduce"]
     gather = lambda v: op(K.IndexSelect, v, idx, axis=ax)      # noqa: E731
+    scatter = lambda v, **r: op(K.ScatterReduce if r else K.ScatterAdd, v, idx, axis=ax, size=size, **r)  # noqa: E731
     valid = _scatter_valid(idx, size, src.ndim, ax)
     if red in ("max", "min"):
-        tie = where(valid, src.eq(gather(E(n))), op(K.Full, shape=(), dtype=np.dtype(bool), value=False))
-        cnt = op(K.ScatterAdd, cast(tie, src.dtype), idx, axis=ax, size=size)
-        return where(tie, gather(g) / gather(cnt), 0.0), None
+        tie = where(valid, src.eq(gather(E(n))), False)
+        cnt = where(tie, gather(scatter(cast(tie, src.dtype))), 1.0)
+        return where(tie, gather(g) / cnt, 0.0), None
     z = src.eq(0.0)
-    zf = cast(z, src.dtype)
-    nz = gather(op(K.ScatterAdd, zf, idx, axis=ax, size=size))
     safe = where(z, 1.0, src)
-    ps = gather(op(K.ScatterReduce, safe, idx, axis=ax, size=size, reduce="mul"))
-    others = where(nz.eq(0.0), ps / safe, where(nz.eq(1.0), zf * ps, 0.0))
+    nz = gather(scatter(cast(z, src.dtype)))
+    ps = gather(scatter(safe, reduce="mul"))                      # product of the nonzero ones
+    zs = gather(scatter(where(z, src, 0.0))) - where(z, src, 0.0)  # the other zeros' sum
+    at_zero = where(nz.eq(1.0), ps, where(nz.eq(2.0), zs * ps, 0.0))
+    others = where(z, at_zero, gather(E(n)) / safe)
     return where(valid, gather(g) * others, 0.0), None
 
 
