@@ -632,7 +632,11 @@ def _combine(how: str, x: Array, v: Array, f: Array) -> Array:
 
 
 class _IndexUpdateRef:
-    """x.at[idx]: the functional updates of JAX (each returns a new array)."""
+    """x.at[idx]: the functional updates of JAX (each returns a new array). mode: None (a
+    concrete index out of range raises IndexError; traced, a gather clamps and a scatter
+    drops), 'drop' / 'fill' (out of range dropped, or read as fill_value), 'clip',
+    'promise_in_bounds'. indices_are_sorted and unique_indices are accepted as JAX's hints
+    and change nothing (the scatters are deterministic either way)."""
     __slots__ = ("array", "index")
 
     def __init__(self, array: Array, index):
@@ -641,7 +645,8 @@ class _IndexUpdateRef:
     def _plan(self, what: str) -> _Plan:
         return _Plan(self.array, self.index, f"at[].{what}")
 
-    def get(self, *, mode: str | None = None, fill_value=None) -> Array:
+    def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None, fill_value=None) -> Array:
         """x[idx] (mode, fill_value as `take`; 'drop' is 'fill').
 
         >>> import vkml.numpy as vnp
@@ -663,7 +668,8 @@ class _IndexUpdateRef:
         plan = _Plan(self.array, self._index_for(mode), f"at[].{how}")
         return _scatter(self.array, plan, values, how, mode)
 
-    def set(self, values, *, mode: str | None = None) -> Array:
+    def set(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None) -> Array:
         """x with x[idx] = values. A position named twice gets one of its values: the last
         in index order (C order of the broadcast indices).
 
@@ -673,7 +679,8 @@ class _IndexUpdateRef:
         """
         return self._update(values, "set", mode)
 
-    def add(self, values, *, mode: str | None = None) -> Array:
+    def add(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None) -> Array:
         """x with values added at idx; repeated positions accumulate.
 
         >>> import vkml.numpy as vnp
@@ -682,7 +689,8 @@ class _IndexUpdateRef:
         """
         return self._update(values, "add", mode)
 
-    def subtract(self, values, *, mode: str | None = None) -> Array:
+    def subtract(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None) -> Array:
         """x with values subtracted at idx; repeated positions accumulate.
 
         >>> import vkml.numpy as vnp
@@ -691,7 +699,8 @@ class _IndexUpdateRef:
         """
         return self._update(vnp.negative(vnp.asarray(values)), "add", mode)
 
-    def multiply(self, values, *, mode: str | None = None) -> Array:
+    def multiply(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None) -> Array:
         """x multiplied at idx by values; repeated positions multiply by each.
 
         >>> import vkml.numpy as vnp
@@ -700,7 +709,8 @@ class _IndexUpdateRef:
         """
         return self._update(values, "multiply", mode)
 
-    def divide(self, values, *, mode: str | None = None) -> Array:
+    def divide(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None) -> Array:
         """x divided at idx by values (by their product where repeated).
 
         >>> import vkml.numpy as vnp
@@ -709,7 +719,8 @@ class _IndexUpdateRef:
         """
         return self._update(values, "divide", mode)
 
-    def power(self, values, *, mode: str | None = None) -> Array:
+    def power(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None) -> Array:
         """x raised at idx to values (x ** (a * b) where repeated: (x ** a) ** b for x > 0).
 
         >>> import vkml.numpy as vnp
@@ -718,7 +729,8 @@ class _IndexUpdateRef:
         """
         return self._update(values, "power", mode)
 
-    def min(self, values, *, mode: str | None = None) -> Array:
+    def min(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None) -> Array:
         """x with x[idx] = minimum(x[idx], values), over every value for a repeated position
         (gradient shared evenly among ties, as JAX's).
 
@@ -728,7 +740,8 @@ class _IndexUpdateRef:
         """
         return self._update(values, "min", mode)
 
-    def max(self, values, *, mode: str | None = None) -> Array:
+    def max(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None) -> Array:
         """x with x[idx] = maximum(x[idx], values), as `min`.
 
         >>> import vkml.numpy as vnp
