@@ -249,6 +249,8 @@ OWN_TESTS = {
     "append", "array_split", "vsplit", "hsplit", "dsplit", "meshgrid",
     # index helpers and selectors: tests/test_numpy_more_shapes.py (r_ and c_ there too)
     "rollaxis", "indices", "ix_", "unravel_index", "ravel_multi_index", "select", "piecewise",
+    # indexing, gather and scatter: tests/test_indexing.py
+    "take_along_axis", "put_along_axis", "nonzero", "argwhere", "flatnonzero",
 }
 EXCLUDED: dict[str, str] = {   # name -> reason
 }
@@ -508,8 +510,9 @@ def test_index_classes():
     for bad in (vnp.asarray([2]), vnp.asarray(True), vnp.asarray(2.0)):
         with pytest.raises(TypeError, match="slice indices must be integers"):
             a[:bad]        # NumPy: only a 0-d integer array converts to an index
-    with pytest.raises(IndexError, match="boolean mask"):
-        a[x > 3]           # not supported (data-dependent shape): a clear error
+    same(lambda a: a[a > 3], lambda a: a[a > 3], [x], what="x[x > 3]")
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        a[x[:2] > 3]       # NumPy's IndexError for a mask of the wrong shape
 
 
 # --------------------------------------------------------------------------- registry
@@ -563,6 +566,8 @@ OP_EXCLUDED = {
     OpKind.IndexSelect: "index bounds, eager and traced: tests/test_debug.py",
     OpKind.ScatterAdd: "index bounds, eager and traced: tests/test_debug.py",
     OpKind.CheckIndex: "the index bounds check of vkml.debug: tests/test_debug.py",
+    OpKind.ScatterReduce: "made by .at[].min/max/multiply/set: their index forms, bounds and "
+                          "0-d and size-0 cases in tests/test_indexing.py",
     OpKind.Im2Col: "NCHW windows: no 0-d form; shapes in tests/ops/cases_window.py",
     OpKind.Col2Im: "NCHW windows: no 0-d form; shapes in tests/ops/cases_window.py",
     OpKind.MaxPool2d: "NCHW windows: no 0-d form; shapes in tests/ops/cases_window.py",

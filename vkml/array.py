@@ -210,6 +210,13 @@ class Array:
     def clip(self, min=None, max=None) -> "Array":
         return self._np().clip(self, min, max)
 
+    @property
+    def at(self):
+        """JAX's functional updates: x.at[idx].set(v), .add, .multiply, .min, .get, ...
+        (vkml.indexing)."""
+        from .indexing import IndexUpdateHelper
+        return IndexUpdateHelper(self)
+
     def __getitem__(self, idx) -> "Array":
         from .indexing import getitem     # built on vkml.numpy, as the operators (`_np`)
         return getitem(self, idx)

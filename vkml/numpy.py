@@ -605,11 +605,13 @@ def isfinite(x) -> Array:
     return less(abs(x), inf)
 
 
-def where(condition, x=None, y=None) -> Array:
-    """x where condition else y (broadcast; x and y promoted together)."""
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+    """x where condition else y (broadcast; x and y promoted together); with condition
+    alone, `nonzero(condition, size=, fill_value=)` (a tuple of index arrays)."""
+    if x is None and y is None:
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        raise TypeError("where: the one-argument form (nonzero) has a data-dependent shape and is "
-                        "not supported; pass x and y")
+        raise ValueError("where: either both or neither of x and y should be given")
     (x, y), _ = _operands("where", x, y)
     return bind(OpKind.Where, [_as_bool(condition), x, y])
 
@@ -1051,30 +1053,6 @@ def split(a, indices_or_sections, axis: int = 0) -> list[Array]:
         idx[ax] = slice(lo, hi)
         out.append(a[tuple(idx)])
     return out
-
-
-def take(a, indices, axis=None, _what: str = "take") -> Array:
-    """Gather along axis (flattened when None); negative indices count from the end.
-
-    A concrete index out of range raises IndexError (NumPy's rule). A traced one (under
-    jit, grad or vmap) is clamped into range, as in JAX, and its gradient is dropped;
-    `vkml.debug.checks` checks it on the device instead.
-
-    >>> take(arange(5) * 10, [4, -1]).numpy().tolist()
-    [40, 40]
-    """
-    a = asarray(a)
-    idx = asarray(indices)
-    if idx.dtype != dt.int32:
-        if dt.is_float(idx.dtype):
-            raise DTypeError(f"take: indices must be integers, got {idx.dtype}")
-        idx = idx.astype(dt.int32)
-    if axis is None or a.ndim == 0:   # NumPy: a 0-d array has axis 0 here, as 1-d
-        a, axis = reshape(a, (-1,)), 0 if axis is None else axis
-    ax = normalize_axis("take", axis, a.ndim)
-    flat = _check_index(_what, reshape(idx, (-1,)), a.shape[ax], ax)
-    out = bind(OpKind.IndexSelect, [a, flat], axis=ax)
-    return reshape(out, a.shape[:ax] + idx.shape + a.shape[ax + 1:])
 
 
 def pad(a, pad_width, mode: str = "constant", constant_values=0) -> Array:
@@ -2102,3 +2080,9 @@ from .reductions import (average, count_nonzero, nanargmax, nanargmin, nanmax,  
                          nanmean, nanmin, nanprod, nanstd, nansum, nanvar, ptp)
 from .index_tricks import (c_, indices, ix_, piecewise, r_, ravel_multi_index,  # noqa: E402
                            rollaxis, select, unravel_index)
+# indexing, gather and scatter (vkml/indexing.py builds on the functions above)
+from .indexing import (argwhere, flatnonzero, nonzero, put_along_axis, take,  # noqa: E402
+                       take_along_axis)
+
+for _f in (argwhere, flatnonzero, nonzero, put_along_axis, take, take_along_axis):
+    _f.__module__ = __name__

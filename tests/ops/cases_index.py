@@ -12,7 +12,7 @@ from vkml.vulkan.lower.index import SORT_MIN
 
 from .cases import Case, rand, tol
 
-IS, SA, CI = OpKind.IndexSelect, OpKind.ScatterAdd, OpKind.CheckIndex
+IS, SA, CI, SR = OpKind.IndexSelect, OpKind.ScatterAdd, OpKind.CheckIndex, OpKind.ScatterReduce
 
 
 def norm_index(idx: np.ndarray, n: int) -> np.ndarray:
@@ -35,6 +35,39 @@ def scatter_add_ref(src: np.ndarray, idx: np.ndarray, axis: int, size: int) -> n
     key[axis] = np.where((w < 0) | (w >= size), size, w)
     np.add.at(out, tuple(key), src)
     return np.take(out, np.arange(size), axis=axis)
+
+
+_UFUNC = {"max": np.maximum, "min": np.minimum, "mul": np.multiply}
+
+
+def scatter_reduce_ref(src: np.ndarray, idx: np.ndarray, axis: int, size: int, reduce: str) -> np.ndarray:
+    """ufunc.at from the reduction's identity (-inf / +inf, INT_MIN / INT_MAX, 1), indices
+    as scatter_add_ref's."""
+    if reduce == "mul":
+        ident = 1
+    elif src.dtype.kind == "f":
+        ident = -np.inf if reduce == "max" else np.inf
+    else:
+        ident = np.iinfo(np.int32).min if reduce == "max" else np.iinfo(np.int32).max
+    shape = list(src.shape)
+    shape[axis] = size + 1
+    out = np.full(shape, ident, dtype=np.int64 if src.dtype.kind == "i" else src.dtype)
+    key = [slice(None)] * src.ndim
+    w = np.where(np.asarray(idx, np.int64) < 0, np.asarray(idx, np.int64) + size, idx)
+    key[axis] = np.where((w < 0) | (w >= size), size, w)
+    _UFUNC[reduce].at(out, tuple(key), src)
+    out = np.take(out, np.arange(size), axis=axis)
+    if src.dtype.kind == "i":   # products wrap as int32's
+        out = ((out + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+    return out
+
+
+def _sr(name, src, idx, axis, size, reduce, prep=lambda s, i: (s, i), exact=False):
+    rt, at = tol(src.dtype)
+    return Case(SR, f"{reduce}-{name}",
+                lambda s, i: bind(SR, list(prep(s, i)), axis=axis, size=size, reduce=reduce),
+                lambda s, i: scatter_reduce_ref(*prep(s, i), axis, size, reduce),
+                [src, idx], rtol=rt, atol=at, exact=exact)
 
 
 def _ix(*v):
@@ -122,6 +155,23 @@ CASES = [
     _sca("f32-drop-out-of-range", rand((5, 2)), _ix(3, -5, -4, 4, 0), 0, 4),
     _sca("f32-sorted-drop", _grid((2 * SORT_MIN + 1,), np.float32),
          rand((2 * SORT_MIN + 1,), np.int32, -9, 9), 0, 4, exact=True),
+
+    # ScatterReduce: each reduction on both paths, every dtype, empty destinations (the
+    # identity), dropped updates, non-contiguous operands, nan through max and min
+    *[c for red in ("max", "min", "mul") for c in (
+        _sr("f32-axis0-repeat-neg-drop", rand((6, 3)), _ix(1, -1, 1, 0, 9, -4), 0, 4, red),
+        _sr("f64-axis1-transposed", rand((5, 3), np.float64), _ix(0, 2, 2, -9, 7), 1, 3, red, _T),
+        _sr("i32-axis2", rand((2, 2, 5), np.int32, -50, 50), _ix(1, 1, -1, 0, 9), 2, 2, red, exact=True),
+        _sr("f32-empty-index", rand((3, 0)), _ix(), 1, 4, red),
+        _sr("f64-strided-index", rand((3, 2), np.float64), _ix(2, 9, -3, 9, 2), 0, 3, red, _STEP),
+        _sr("f32-sorted", _grid((SORT_MIN * 2 + 3, 2), np.float32, 0.5, 1.5),
+            rand((SORT_MIN * 2 + 3,), np.int32, -12, 12), 0, 10, red),
+        _sr("i32-sorted-transposed", rand((3, 2 * SORT_MIN + 3), np.int32, -3, 3),
+            rand((2 * SORT_MIN + 3,), np.int32, -5, 5), 0, 4, red, _T, exact=True),
+    )],
+    *[_sr(f"f32-nan-{path}", np.where(np.arange(m)[:, None] == 1, np.nan, rand((m, 2))).astype(np.float32),
+          np.zeros(m, np.int32), 0, 2, red)
+      for red in ("max", "min") for path, m in (("scan", 4), ("sorted", SORT_MIN + 2))],
 
     # CheckIndex: the identity on indices in range (negative ones, an ignored label)
     _chk("i32-negative", _ix(0, -3, 2, -1), 3),

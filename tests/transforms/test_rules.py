@@ -32,6 +32,7 @@ def b(kind):
 
 W = dict(kernel=(2, 2), stride=(1, 1), padding=(1, 0), dilation=(1, 1))
 IDX = vnp.asarray([2, 0, 2, -1], np.int32)
+SR_IDX = vnp.asarray([2, 0, 2, -1, 1, 7], np.int32)
 # distinct values so the max-pool argmax is locally constant for finite differences
 POOL_X = vnp.asarray(R.permutation(2 * 2 * 4 * 4).reshape(2, 2, 4, 4) * 0.37, F64)
 
@@ -99,6 +100,12 @@ CASES = {
     K.Flip: (lambda x: bind(K.Flip, [x * x], axes=(0,)), [a(3, 2)]),
     K.IndexSelect: (lambda x: bind(K.IndexSelect, [x * x, IDX], axis=1), [a(2, 3)]),
     K.ScatterAdd: (lambda x: bind(K.ScatterAdd, [x * x, IDX], axis=1, size=3), [a(2, 4)]),
+    # max, min and mul together (every destination reached, one update dropped; distinct
+    # values, so the max and min are locally one source each)
+    K.ScatterReduce: (lambda x: bind(K.ScatterReduce, [x * x, SR_IDX], axis=1, size=3, reduce="max")
+                      * bind(K.ScatterReduce, [x, SR_IDX], axis=1, size=3, reduce="mul")
+                      + bind(K.ScatterReduce, [x * x * x, SR_IDX], axis=1, size=3, reduce="min"),
+                      [a(2, 6)]),
     K.MatMul: (lambda x, y: bind(K.MatMul, [x, y]) * bind(K.MatMul, [x, y]), [a(2, 2, 3), a(3, 4)]),
     K.Im2Col: (lambda x: bind(K.Im2Col, [x * x], **W), [a(1, 2, 3, 3)]),
     K.Col2Im: (lambda c: bind(K.Col2Im, [c * c], output_size=(3, 3), **W), [a(1, 8, 8)]),

@@ -181,6 +181,16 @@ CASES[K.Where] = [
     Case(lambda c, x, y: bind(K.Where, [c, x, y]), [a(2, 3, dtype=np.bool_), a(B, 3, dtype=I32), a(3, dtype=I32)],
          (None, 0, None), name="int", exact=True),
 ]
+# after the others, so that their random draws are those they were written for
+CASES[K.ScatterReduce] = [
+    Case(b(K.ScatterReduce, axis=1, size=3, reduce="max"), [a(B, 2, 5), IDX], (0, None), name="src-max"),
+    Case(b(K.ScatterReduce, axis=0, size=3, reduce="mul"), [a(4, 2), a(B, 4, dtype=I32, lo=-4, hi=4)],
+         (None, 0), name="idx-mul"),
+    Case(b(K.ScatterReduce, axis=1, size=4, reduce="min"),
+         [a(B, 2, 4, 3, dtype=F64), a(B, 4, dtype=I32, lo=-5, hi=5)], name="both-min"),
+    Case(b(K.ScatterReduce, axis=0, size=2, reduce="max"),
+         [a(B, 6, dtype=I32), a(B, 6, dtype=I32, lo=-2, hi=2)], name="int", exact=True),
+]
 
 
 def _example(x: np.ndarray, ax, i: int) -> np.ndarray:

@@ -47,7 +47,7 @@ class OpKind(enum.Enum):
     IndexSelect = "IndexSelect"; ScatterAdd = "ScatterAdd"; MatMul = "MatMul"; Im2Col = "Im2Col"
     Col2Im = "Col2Im"; MaxPool2d = "MaxPool2d"; MaxPool2dBackward = "MaxPool2dBackward"
     SliceBackward = "SliceBackward"
-    CheckIndex = "CheckIndex"
+    CheckIndex = "CheckIndex"; ScatterReduce = "ScatterReduce"
     # normalised exponentials
     Softmax = "Softmax"; LogSoftmax = "LogSoftmax"
 
@@ -544,7 +544,7 @@ _declare(OpKind.Flip, arity=1, attrs=("axes",), shape_rule=_flip_shape, dtype_ru
 def _index_dtype(op):
     def rule(d, a):
         _need(op, d[1:], (dt.int32,), "index")
-        if op == "ScatterAdd":
+        if op in ("ScatterAdd", "ScatterReduce"):
             _need(op, d[:1], dt.NUMERIC)
         return np.dtype(d[0])
     return rule
@@ -562,16 +562,26 @@ def _index_select_shape(s, a):
     return x[:ax] + (idx[0],) + x[ax + 1:]
 
 
-def _scatter_shape(s, a):
+def _scatter_shape(s, a, op="ScatterAdd"):
     src, idx = s
     ax, size = a["axis"], a["size"]
     if len(idx) != 1 or not 0 <= ax < len(src) or src[ax] != idx[0]:
-        raise ShapeError(f"ScatterAdd: index of shape {idx} must be 1-d with one entry per "
+        raise ShapeError(f"{op}: index of shape {idx} must be 1-d with one entry per "
                          f"position of axis {ax} of source {src}")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0 or (size == 0 and idx[0]):
-        raise ShapeError(f"ScatterAdd: size {size!r} must be an int >= 0 (>= 1 when the index "
+        raise ShapeError(f"{op}: size {size!r} must be an int >= 0 (>= 1 when the index "
                          f"of shape {idx} is non-empty)")
     return src[:ax] + (size,) + src[ax + 1:]
+
+
+SCATTER_REDUCTIONS = ("max", "min", "mul")
+
+
+def _scatter_reduce_shape(s, a):
+    if a["reduce"] not in SCATTER_REDUCTIONS:
+        raise ShapeError(f"ScatterReduce: reduce {a['reduce']!r} is not one of "
+                         f"{', '.join(SCATTER_REDUCTIONS)}")
+    return _scatter_shape(s, a, "ScatterReduce")
 
 
 _declare(OpKind.IndexSelect, arity=2, attrs=("axis",), shape_rule=_index_select_shape,
@@ -588,6 +598,24 @@ _declare(OpKind.ScatterAdd, arity=2, attrs=("axis", "size"), shape_rule=_scatter
              "`size` positions along `axis` (adjoint of IndexSelect). Negative indices count from "
              "the end (once); out-of-range updates are dropped, as JAX's scatters do (so an index "
              "that IndexSelect clamped gets no gradient, as in JAX).", family="index")
+
+
+# The fifth scatter, earned: `x.at[i].max / min / multiply` (and the last-write choice
+# behind `.at[i].set`, a max of positions) combine several updates of one destination by
+# a max, min or product, which no sum of gathers expresses; its gradient is again built
+# from forward operators (gathers, ScatterAdd and ScatterReduce itself).
+_declare(OpKind.ScatterReduce, arity=2, attrs=("axis", "size", "reduce"),
+         shape_rule=_scatter_reduce_shape, dtype_rule=_index_dtype("ScatterReduce"),
+         dtypes=dt.NUMERIC, kernel="index", grad=Grad.RULE,
+         doc="Deterministic scatter-reduce: out[.., p, ..] is the max, min or product "
+             "(`reduce`) of src[.., j, ..] over the j with idx[j] = p, into `size` positions "
+             "along `axis`; a position no index reaches holds the reduction's identity (-inf / "
+             "+inf, INT_MIN / INT_MAX for int32, 1). nan propagates through max and min; int32 "
+             "products wrap. Indices as ScatterAdd's (negative wrap once, out of range dropped). "
+             "It exists because `x.at[i].max/min/multiply` combine duplicate updates by other "
+             "than a sum (and `.at[i].set` picks its write by a max of positions); its gradient "
+             "shares ties evenly (max, min) and is the product of the others (mul).",
+         family="index")
 
 
 def _check_index_attrs(s, a):
@@ -747,6 +775,7 @@ _SHAPE_OVERRIDES = {
     OpKind.Flip: "same as the input",
     OpKind.IndexSelect: "x with `axis` replaced by len(idx)",
     OpKind.ScatterAdd: "src with `axis` replaced by `size`",
+    OpKind.ScatterReduce: "src with `axis` replaced by `size`",
     OpKind.MatMul: "broadcast(batch) + (m, n) from (..., m, k) @ (..., k, n)",
     OpKind.Im2Col: "(N, C*kh*kw, OH*OW) from NCHW, OH = (H + 2p - d(kh-1) - 1) // s + 1",
     OpKind.Col2Im: "(N, C, H, W) with (H, W) = `output_size`",

@@ -11,8 +11,9 @@ This module does not know the Array class: values are anything with `_trace` and
 """
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 
 from .graph import Graph, Node, input_node
@@ -108,3 +109,17 @@ class Trace:
 
     def graph(self, outputs: Sequence[Node]) -> Graph:
         return Graph(self.inputs, outputs)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """No trace is active inside the block: operators on concrete values run now, even
+    within a transform (for what must be known while tracing, such as the number of true
+    values of a boolean mask given as a constant)."""
+    s = _stack()
+    saved = s[:]
+    s.clear()
+    try:
+        yield
+    finally:
+        s[:] = saved

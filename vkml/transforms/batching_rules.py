@@ -213,15 +213,16 @@ def _index_select(ctx, n, ins, bat):
 
 
 def _scatter_add(ctx, n, ins, bat):
+    """ScatterAdd and ScatterReduce (whose `reduce` rides along in the attributes)."""
     src, idx = ins
     ax, size, B = n.attrs["axis"], n.attrs["size"], ctx.size
     if not bat[1]:
-        return ctx.op(K.ScatterAdd, src, idx, axis=ax + 1, size=size)
+        return ctx.op(n.op, src, idx, **dict(n.attrs, axis=ax + 1))
     src = ctx.materialize(src, bat[0])
     # each destination block b*size.. only receives example b's contributions, still in
     # index order, so the sums are bitwise those of the unbatched scatter
-    y = ctx.op(K.ScatterAdd, _stack_axis(ctx, src, ax), _offset_drop(ctx, idx, size),
-               axis=ax, size=B * size)
+    y = ctx.op(n.op, _stack_axis(ctx, src, ax), _offset_drop(ctx, idx, size),
+               **dict(n.attrs, axis=ax, size=B * size))
     return _unstack_axis(ctx, y, ax, B)
 
 
@@ -274,6 +275,7 @@ BATCH_RULES: dict[K, Rule] = {
     K.Flip: _flip,
     K.IndexSelect: _index_select,
     K.ScatterAdd: _scatter_add,
+    K.ScatterReduce: _scatter_add,
     K.CheckIndex: _elementwise,     # each index checked against the same bound
     K.MatMul: _matmul,
     K.Im2Col: _window_op, K.Col2Im: _window_op, K.MaxPool2d: _window_op,

@@ -9,6 +9,8 @@ through them too. Which OpKinds must have a rule is declared in the registry
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..trace.ops import OpKind as K
 from ..trace.shapes import size_of
 from .expr import (E, INV_SQRT_2PI, SQRT_2_OVER_PI, TWO_OVER_SQRT_PI, cast, cos, erfc, exp, expand,
@@ -177,6 +179,38 @@ def _scatter_add(n, g, src, idx):
     return op(K.IndexSelect, g, idx, axis=n.attrs["axis"]), None
 
 
+def _scatter_valid(idx, size: int, ndim: int, axis: int):
+    """Which of a scatter's indices land (negative wrap once, the rest in [0, size)),
+    shaped to broadcast against its source along `axis`."""
+    wrapped = where(idx < 0, idx + size, idx)
+    ok = where(wrapped < 0, op(K.Full, shape=(), dtype=np.dtype(bool), value=False), wrapped < size)
+    return reshape(ok, tuple(idx.shape[0] if i == axis else 1 for i in range(ndim)))
+
+
+def _scatter_reduce(n, g, src, idx):
+    """max / min: the gradient is shared evenly among the sources equal to the result (as
+    JAX's scatter_max). mul: each source gets the product of the others at its destination,
+    written so that its own derivative is right too (second order): out / src where src is
+    not 0; for a zero, the product of the nonzero others when it is its destination's only
+    zero, the other zero times that when there are two, and 0 (constant) beyond."""
+    ax, size, red = n.attrs["axis"], n.attrs["size"], n.attrs["reduce"]
+    gather = lambda v: op(K.IndexSelect, v, idx, axis=ax)      # noqa: E731
+    scatter = lambda v, **r: op(K.ScatterReduce if r else K.ScatterAdd, v, idx, axis=ax, size=size, **r)  # noqa: E731
+    valid = _scatter_valid(idx, size, src.ndim, ax)
+    if red in ("max", "min"):
+        tie = where(valid, src.eq(gather(E(n))), False)
+        cnt = where(tie, gather(scatter(cast(tie, src.dtype))), 1.0)
+        return where(tie, gather(g) / cnt, 0.0), None
+    z = src.eq(0.0)
+    safe = where(z, 1.0, src)
+    nz = gather(scatter(cast(z, src.dtype)))
+    ps = gather(scatter(safe, reduce="mul"))                      # product of the nonzero ones
+    zs = gather(scatter(where(z, src, 0.0))) - where(z, src, 0.0)  # the other zeros' sum
+    at_zero = where(nz.eq(1.0), ps, where(nz.eq(2.0), zs * ps, 0.0))
+    others = where(z, at_zero, gather(E(n)) / safe)
+    return where(valid, gather(g) * others, 0.0), None
+
+
 RULES = {
     K.Neg: lambda n, g, x: (-g,),
     K.Reciprocal: lambda n, g, x: (-g * E(n) * E(n),),
@@ -236,6 +270,7 @@ RULES = {
     K.Flip: lambda n, g, x: (op(K.Flip, g, axes=n.attrs["axes"]),),
     K.IndexSelect: _index_select,
     K.ScatterAdd: _scatter_add,
+    K.ScatterReduce: _scatter_reduce,
     K.MatMul: _matmul,
     K.Im2Col: _im2col,
     K.Col2Im: _col2im,

@@ -1,4 +1,5 @@
 """IndexSelect and ScatterAdd: gathers along one axis, and their deterministic adjoint;
+ScatterReduce, the same scatter folding by max, min or product instead of a sum;
 CheckIndex, the device check of indices that `vkml.debug.checks` puts before a gather.
 
 Both view their operands as (outer, n, inner) around the indexed axis. A negative index
@@ -129,24 +130,70 @@ def _store(dst: str, err: str | None) -> list[str]:
             f"{dst}[o] = int(acc);"]
 
 
+def _identity(T: str, reduce: str) -> str:
+    """GLSL for the value a ScatterReduce destination no index reaches holds."""
+    if reduce == "mul":
+        return f"{T}(1)"
+    if T == "int":
+        return "int(0x80000000u)" if reduce == "max" else "int(0x7fffffffu)"
+    inf = "uintBitsToFloat(0x7f800000u)"
+    return f"{T}({'-' if reduce == 'max' else ''}{inf})"
+
+
+def _combine(T: str, reduce: str, v: str) -> str:
+    """GLSL folding the contribution v into acc: nan propagates through max and min (a nan
+    acc stays, as neither comparison holds against it)."""
+    if reduce == "add":
+        return f"acc += {v};"
+    if reduce == "mul":
+        return f"acc *= {v};"
+    cmp = ">" if reduce == "max" else "<"
+    if T == "int":
+        return f"acc = {reduce}(acc, {v});"
+    return f"{{ {T} v = {v}; if (v {cmp} acc || isnan(v)) acc = v; }}"
+
+
+def identity_value(dtype, reduce: str):
+    """The host value of `_identity` (what an empty scatter fills with).
+
+    >>> identity_value("int32", "max"), identity_value("float32", "min")
+    (-2147483648, inf)
+    """
+    if reduce == "add":
+        return 0
+    if reduce == "mul":
+        return 1
+    if dt.is_float(dtype):
+        return float("-inf") if reduce == "max" else float("inf")
+    return -2 ** 31 if reduce == "max" else 2 ** 31 - 1
+
+
+def _accumulator(p: Program, T: str, wide: bool, reduce: str) -> tuple[str, str | None]:
+    """The accumulator's declaration and the device check (see `_sums`)."""
+    if reduce == "add":
+        return _sums(p, T, wide)
+    return f"{T} acc = {_identity(T, reduce)};", None
+
+
 @lru_cache(maxsize=1024)
-def scatter_all_program(T: str, wide: bool = False) -> Program:
-    """ScatterAdd for short index arrays: each output element tests every index.
-    wide: an int32 scatter, summed in int64 and checked (a device check bound last).
+def scatter_all_program(T: str, wide: bool = False, reduce: str = "add") -> Program:
+    """ScatterAdd (or ScatterReduce, by `reduce`) for short index arrays: each output
+    element tests every index. wide: an int32 ScatterAdd, summed in int64 and checked (a
+    device check bound last).
 
     >>> [b.name for b in scatter_all_program("int", wide=True).bindings]
     ['dst', 'src', 'idx', 'err']
     """
-    p = Program("ScatterAddAll")
+    p = Program("ScatterAddAll" if reduce == "add" else f"Scatter{reduce.capitalize()}All")
     p.meta = Meta(*_SCATTER_META)
     dst = p.buffer("dst", T)
     src = p.buffer("src", T, readonly=True)
     idx = p.buffer("idx", "int", readonly=True)
-    acc, err = _sums(p, T, wide)
+    acc, err = _accumulator(p, T, wide, reduce)
     p.library("index_normalise", NORMALISE_GLSL)
     p.main(*_decode(p), acc,
            "for (int j = 0; j < m; ++j) {",
-           f"  if (drop_index({idx}[j], size) == p) acc += {src}[(b * m + j) * inner + i];",
+           f"  if (drop_index({idx}[j], size) == p) {_combine(T, reduce, f'{src}[(b * m + j) * inner + i]')}",
            "}",
            *_store(dst, err))
     return p
@@ -240,22 +287,23 @@ def run_starts_program() -> Program:
 
 
 @lru_cache(maxsize=1024)
-def scatter_runs_program(T: str, wide: bool = False) -> Program:
-    """ScatterAdd for long index arrays: each output element sums its run of the sorted
-    pairs, [starts[p], starts[p + 1]) (wide: as in `scatter_all_program`).
+def scatter_runs_program(T: str, wide: bool = False, reduce: str = "add") -> Program:
+    """ScatterAdd (or ScatterReduce) for long index arrays: each output element folds its
+    run of the sorted pairs, [starts[p], starts[p + 1]) (wide: as in `scatter_all_program`).
 
     >>> scatter_runs_program("int", wide=True).writes
     (0, 4)
     """
-    p = Program("ScatterAddRuns")
+    p = Program("ScatterAddRuns" if reduce == "add" else f"Scatter{reduce.capitalize()}Runs")
     p.meta = Meta(*_SCATTER_META)
     dst = p.buffer("dst", T)
     src = p.buffer("src", T, readonly=True)
     pairs = p.buffer("pairs", "ivec2", readonly=True)
     starts = p.buffer("starts", "int", readonly=True)
-    acc, err = _sums(p, T, wide)
+    acc, err = _accumulator(p, T, wide, reduce)
+    v = f"{src}[(b * m + {pairs}[t].y) * inner + i]"
     p.main(*_decode(p), acc,
-           f"for (int t = {starts}[p]; t < {starts}[p + 1]; ++t) acc += {src}[(b * m + {pairs}[t].y) * inner + i];",
+           f"for (int t = {starts}[p]; t < {starts}[p + 1]; ++t) {_combine(T, reduce, v)}",
            *_store(dst, err))
     return p
 
@@ -292,7 +340,7 @@ def scratch_bytes(node, profile=None) -> int:
     >>> scratch_bytes(NS(op=OpKind.ScatterAdd, size=10, inputs=[None, NS(shape=(1000,))], attrs={"size": 10}))
     16428
     """
-    if node.op is not OpKind.ScatterAdd:
+    if node.op not in (OpKind.ScatterAdd, OpKind.ScatterReduce):
         return 0
     m = node.inputs[1].shape[0]
     if m <= SORT_MIN or node.size == 0:
@@ -323,16 +371,17 @@ def _overflow_check(node, ctx, T: str) -> list:
 def _scatter_add(node, ins, out, ctx) -> None:
     src, idx = ins
     ax, size = node.attrs["axis"], node.attrs["size"]
+    reduce = node.attrs.get("reduce", "add")
     m = idx.shape[0]
+    T = dt.glsl_type(src.dtype)
     if m == 0:
-        fill_view(ctx, out, 0)
+        fill_view(ctx, out, identity_value(out.dtype, reduce))
         return
     _, inner = _outer_inner(src.shape, ax)
-    T = dt.glsl_type(src.dtype)
     meta = {"total": out.size, "m": m, "size": size, "inner": inner}
-    err = _overflow_check(node, ctx, T)
+    err = _overflow_check(node, ctx, T) if reduce == "add" else []
     if m <= SORT_MIN:
-        k = ctx.kernel(scatter_all_program(T, bool(err)))
+        k = ctx.kernel(scatter_all_program(T, bool(err), reduce))
         ctx.dispatch(k, meta, [out, src, idx] + err, threads=out.size)
         return
     sc = ctx.scratch
@@ -348,7 +397,7 @@ def _scatter_add(node, ins, out, ctx) -> None:
         cur, w = 1 - cur, 2 * w
     ctx.dispatch(ctx.kernel(run_starts_program()), {"m": m, "size": size}, [starts, bufs[cur]],
                  threads=size + 1)
-    k = ctx.kernel(scatter_runs_program(T, bool(err)))
+    k = ctx.kernel(scatter_runs_program(T, bool(err), reduce))
     ctx.dispatch(k, meta, [out, src, bufs[cur], starts] + err, threads=out.size)
 
 
@@ -390,7 +439,7 @@ def lower(node, ins, out, ctx) -> None:
     """
     if node.op is OpKind.IndexSelect:
         _index_select(node, ins, out, ctx)
-    elif node.op is OpKind.ScatterAdd:
+    elif node.op in (OpKind.ScatterAdd, OpKind.ScatterReduce):
         _scatter_add(node, ins, out, ctx)
     elif node.op is OpKind.CheckIndex:
         _check_index(node, ins, out, ctx)
