@@ -70,6 +70,15 @@ def b(name):
     return lambda m, x, y: getattr(m, name)(x, y)
 
 
+def _put(m, x, i, v, axis):
+    """put_along_axis as a function: NumPy's works in place, vkml's returns the new array."""
+    if m is np:
+        x = x.copy()
+        np.put_along_axis(x, i, v, axis)
+        return x
+    return m.put_along_axis(x, i, v, axis, inplace=False)
+
+
 def _nan(a):
     a = a.copy()
     a[0, 1] = a[2, 3] = np.nan
@@ -174,6 +183,13 @@ CASES: dict[str, tuple] = {
     "atleast_2d": (u("atleast_2d"), (r(3),), (0,)),
     "atleast_3d": (u("atleast_3d"), (r(2, 3),), (0,)),
     "take": (lambda m, x: m.take(x, np.array([2, 0, 2]), axis=1), (r(2, 3),), (0,)),
+    "take_along_axis": (lambda m, x: m.take_along_axis(x, np.array([[2, 0], [1, 1]]), 1),
+                        (r(2, 3),), (0,)),
+    "put_along_axis": (lambda m, x, v: _put(m, x, np.array([[2], [0]]), v, 1),
+                       (r(2, 3), r(2, 1)), (0, 1)),
+    "nonzero": (lambda m, x: m.nonzero(x), (ints(3, 4, lo=-1, hi=2),), ()),
+    "argwhere": (lambda m, x: m.argwhere(x), (ints(3, 4, lo=-1, hi=2),), ()),
+    "flatnonzero": (lambda m, x: m.flatnonzero(x), (ints(3, 4, lo=-1, hi=2),), ()),
     "repeat": (lambda m, x: m.repeat(x, [2, 0, 1], 1), (r(2, 3),), (0,)),
     "tile": (lambda m, x: m.tile(x, (2, 1, 2)), (r(2, 3),), (0,)),
     "tril": (lambda m, x: m.tril(x, -1), (r(3, 4),), (0,)),
