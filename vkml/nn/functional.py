@@ -204,7 +204,8 @@ def _class_last(name: str, logits: Any) -> tuple[Array, int]:
     return logp, x.shape[cls]
 
 
-def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean", ignore_index: int = -100) -> Array:
+def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean", ignore_index: int = -100, *,
+             weight: Any = None) -> Array:
     """Negative log-likelihood of integer labels under log-probabilities (class axis 1, or 0
     for a single unbatched example); as cross_entropy without the log_softmax (labels
     checked in the same way).
@@ -219,12 +220,18 @@ def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean", ignore_index:
         raise ShapeError("nll_loss: log_probs must have a class axis, got a 0-d array")
     if lp.ndim >= 3:
         lp = vnp.moveaxis(lp, 1, -1)
-    return _nll(lp, lp.shape[-1], labels, reduction, 0.0, ignore_index, "nll_loss", shown)
+    return _nll(lp, lp.shape[-1], labels, reduction, 0.0, ignore_index, "nll_loss", shown, weight)
 
 
 def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ignore_index: int,
-         name: str, shown: tuple) -> Array:
+         name: str, shown: tuple, weight: Any = None) -> Array:
     labels = vnp.asarray(labels)
+    if weight is not None:
+        # PyTorch's per-class rescaling: each term scaled by its class's weight, and a
+        # "mean" over class labels divides by the summed weights of the labels it counts
+        weight = vnp.asarray(weight).astype(logp.dtype)
+        if weight.shape != (C,):
+            raise ShapeError(f"{name}: weight must have shape ({C},), one per class, got {weight.shape}")
     want = logp.shape[:-1]
     if dt.is_float(labels.dtype):
         # class probabilities, same layout as the logits
@@ -236,6 +243,8 @@ def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ign
             t = vnp.moveaxis(t, 1, -1)
         if smoothing:
             t = t * (1.0 - smoothing) + smoothing / C
+        if weight is not None:
+            t = t * weight
         return _reduction(name, -vnp.sum(t * logp, axis=-1), reduction)
     if labels.dtype != dt.int32:
         raise DTypeError(f"{name}: labels must be int32 class indices (or float class "
@@ -245,22 +254,27 @@ def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ign
                          f"{shown}; expected labels of shape {want} (one class index per example)")
     labels = check_index(name, labels, C, None, negative=False, ignore=int(ignore_index))
     hit = vnp.equal(vnp.expand_dims(labels, -1), vnp.arange(C))
-    loss = -vnp.sum(vnp.where(hit, logp, 0.0), axis=-1)
+    wlogp = logp if weight is None else logp * weight
+    loss = -vnp.sum(vnp.where(hit, wlogp, 0.0), axis=-1)
     if smoothing:
-        loss = loss * (1.0 - smoothing) - vnp.mean(logp, axis=-1) * smoothing
+        loss = loss * (1.0 - smoothing) - vnp.mean(wlogp, axis=-1) * smoothing
     valid = vnp.not_equal(labels, int(ignore_index))
     loss = vnp.where(valid, loss, 0.0)
-    return _reduction(name, loss, reduction, vnp.sum(valid.astype(loss.dtype)))
+    if weight is None:
+        return _reduction(name, loss, reduction, vnp.sum(valid.astype(loss.dtype)))
+    label_w = vnp.sum(vnp.where(vnp.logical_and(hit, vnp.expand_dims(valid, -1)), weight, 0.0), axis=-1)
+    return _reduction(name, loss, reduction, vnp.sum(label_w))
 
 
 def cross_entropy(logits: Any, labels: Any, reduction: str = "mean", label_smoothing: float = 0.0,
-                  ignore_index: int = -100) -> Array:
+                  ignore_index: int = -100, *, weight: Any = None) -> Array:
     """Softmax cross-entropy, PyTorch's `F.cross_entropy`.
 
     logits: (N, C), (C,) or (N, C, d1, ...) (class axis 1). labels: int32 class indices of
     shape (N,), () or (N, d1, ...), or float class probabilities of the logits' shape.
     label_smoothing mixes the target with the uniform distribution; labels equal to
-    ignore_index contribute nothing, and "mean" averages over the others. A concrete label
+    ignore_index contribute nothing, and "mean" averages over the others. weight (C,)
+    rescales each class's terms, and "mean" then divides by the labels' summed weights. A concrete label
     outside [0, C) (other than ignore_index) raises IndexError, as PyTorch does; a traced
     one (jit, grad, vmap) selects no class and contributes only the smoothing term, unless
     `vkml.debug.checks` is on (then the device checks it).
@@ -274,7 +288,7 @@ def cross_entropy(logits: Any, labels: Any, reduction: str = "mean", label_smoot
     logp, C = _class_last("cross_entropy", logits)
     shown = vnp.asarray(logits).shape
     return _nll(logp, C, labels, reduction, float(label_smoothing), ignore_index, "cross_entropy",
-                shown)
+                shown, weight)
 
 
 def mse_loss(pred: Any, target: Any, reduction: str = "mean") -> Array:
@@ -576,3 +590,15 @@ def embedding(ids: Any, weight: Any) -> Array:
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be (num_embeddings, embedding_dim), got {weight.shape}")
     return vnp.take(weight, ids.astype(dt.int32), axis=0, _what="embedding")
+
+
+# --------------------------------------------------------------------------- PyTorch's other functions
+# (in modules of their own; exported here under torch.nn.functional's names)
+
+from .activations import (celu, elu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: E402
+                          logsigmoid, mish, relu6, selu, softmin, softplus, softsign)
+from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: E402
+                     cosine_similarity, huber_loss, kl_div, normalize, smooth_l1_loss)
+from . import activations as _activations, losses as _losses  # noqa: E402
+
+__all__ += _activations.__all__ + _losses.__all__
