@@ -602,3 +602,9 @@ from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # 
 from . import activations as _activations, losses as _losses  # noqa: E402
 
 __all__ += _activations.__all__ + _losses.__all__
+from .attention import scaled_dot_product_attention  # noqa: E402
+from .convs import conv1d, conv_transpose1d, conv_transpose2d  # noqa: E402
+from .norms import group_norm, instance_norm, rms_norm  # noqa: E402
+from . import attention as _attention, convs as _convs, norms as _norms  # noqa: E402
+
+__all__ += _attention.__all__ + _convs.__all__ + _norms.__all__

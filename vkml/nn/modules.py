@@ -423,3 +423,12 @@ class Sequential(Module):
     def append(self, layer: Module) -> "Sequential":
         self.layers.append(layer if isinstance(layer, Module) else Lambda(layer))
         return self
+
+
+# --------------------------------------------------------------------------- more of torch.nn (nn/layers.py)
+
+from .layers import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm,  # noqa: E402
+                     InstanceNorm2d, ModuleDict, ModuleList, MultiheadAttention, RMSNorm)
+from . import layers as _layers  # noqa: E402
+
+__all__ += _layers.__all__
