@@ -296,3 +296,125 @@ def test_module_list_and_dict():
     with pytest.raises(TypeError, match="not a Module"):
         ml.append(3)
     assert isinstance(nn.Identity()(vnp.ones(2)), vkml.Array)
+
+
+# --------------------------------------------------------------------------- recurrent layers
+
+def _sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def lstm_step_ref(x, h, c, wi, wh, bi, bh):
+    i, f, g, o = np.split(x @ wi.T + bi + h @ wh.T + bh, 4, axis=-1)
+    c = _sig(f) * c + _sig(i) * np.tanh(g)
+    return _sig(o) * np.tanh(c), c
+
+
+def gru_step_ref(x, h, wi, wh, bi, bh):
+    xr, xz, xn = np.split(x @ wi.T + bi, 3, axis=-1)
+    hr, hz, hn = np.split(h @ wh.T + bh, 3, axis=-1)
+    r, z = _sig(xr + hr), _sig(xz + hz)
+    n = np.tanh(xn + r * hn)
+    return (1 - z) * n + z * h
+
+
+def rnn_ref(kind, p, x, h0, c0, layers, bidir):
+    """torch's documented recurrence, layer by layer, (L, N, I) input."""
+    D = 2 if bidir else 1
+    hn, cn = [], []
+    for l in range(layers):
+        outs = []
+        for d, sfx in enumerate(["", "_reverse"][:D]):
+            w = [p[f"{n}_l{l}{sfx}"] for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+            h, c = h0[l * D + d], c0[l * D + d]
+            seq = [None] * len(x)
+            for t in (range(len(x) - 1, -1, -1) if d else range(len(x))):
+                if kind == "LSTM":
+                    h, c = lstm_step_ref(x[t], h, c, *w)
+                else:
+                    h = gru_step_ref(x[t], h, *w)
+                seq[t] = h
+            outs.append(np.stack(seq))
+            hn.append(h)
+            cn.append(c)
+        x = np.concatenate(outs, -1)
+    return x, np.stack(hn), np.stack(cn)
+
+
+def _rnn_params(kind, I, H, layers, bidir):
+    G = 4 if kind == "LSTM" else 3
+    D = 2 if bidir else 1
+    p = {}
+    for l in range(layers):
+        for sfx in ["", "_reverse"][:D]:
+            p[f"weight_ih_l{l}{sfx}"] = randn(G * H, I if l == 0 else D * H) * 0.5
+            p[f"weight_hh_l{l}{sfx}"] = randn(G * H, H) * 0.5
+            p[f"bias_ih_l{l}{sfx}"] = randn(G * H) * 0.5
+            p[f"bias_hh_l{l}{sfx}"] = randn(G * H) * 0.5
+    return p
+
+
+def test_cells():
+    x, h, c = randn(2, 3), randn(2, 4), randn(2, 4)
+    w = {"weight_ih": randn(16, 3), "weight_hh": randn(16, 4), "bias_ih": randn(16), "bias_hh": randn(16)}
+    m = load(nn.LSTMCell(3, 4, dtype=F64), w)
+    h1, c1 = m(f64(x), (f64(h), f64(c)))
+    wh, wc = lstm_step_ref(x, h, c, *w.values())
+    close(h1, wh)
+    close(c1, wc)
+    close(m(f64(x[0]))[1], lstm_step_ref(x[:1], 0 * h[:1], 0 * c[:1], *w.values())[1][0])
+    w3 = {k: v[:12] for k, v in w.items()}
+    g = load(nn.GRUCell(3, 4, dtype=F64), w3)
+    close(g(f64(x), f64(h)), gru_step_ref(x, h, *w3.values()))
+    check_grads(lambda mm, a, b: mm[0](a, b), ([g], f64(x), f64(h)), order=1)
+    with pytest.raises(vnp.ShapeError, match="GRUCell: hidden state"):
+        g(f64(x), f64(h[:, :3]))
+    b = nn.LSTMCell(3, 4, bias=False)
+    assert sorted(b.state_dict()) == ["weight_hh", "weight_ih"]
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("cfg", [dict(num_layers=1), dict(num_layers=2, bidirectional=True, batch_first=True)])
+def test_lstm_gru(kind, cfg):
+    layers, bidir, bf = cfg.get("num_layers"), cfg.get("bidirectional", False), cfg.get("batch_first", False)
+    D = 2 if bidir else 1
+    p = _rnn_params(kind, 3, 4, layers, bidir)
+    m = load(getattr(nn, kind)(3, 4, dtype=F64, **cfg), p)
+    assert list(m.state_dict()) == list(p)       # torch's order too
+    x = randn(5, 2, 3)
+    h0, c0 = randn(layers * D, 2, 4), randn(layers * D, 2, 4)
+    want_o, want_h, want_c = rnn_ref(kind, p, x, h0, c0 if kind == "LSTM" else 0 * h0, layers, bidir)
+    xin = f64(np.swapaxes(x, 0, 1) if bf else x)
+    if kind == "LSTM":
+        o, (h, c) = m(xin, (f64(h0), f64(c0)))
+        close(c, want_c)
+    else:
+        o, h = m(xin, f64(h0))
+    close(o, np.swapaxes(want_o, 0, 1) if bf else want_o)
+    close(h, want_h)
+    o1 = m(f64(x[:, 0]))[0]                                   # unbatched, zero initial state
+    zero = np.zeros((layers * D, 1, 4))
+    close(o1, rnn_ref(kind, p, x[:, :1], zero, zero, layers, bidir)[0][:, 0])
+    if layers == 1:    # the gradients of the deeper stack are the same rules, more slowly
+        check_grads(lambda mm, a: mm[0](a)[0], ([m], f64(x[:3])), order=1)
+
+
+def test_rnn_dropout_and_errors():
+    m = nn.GRU(3, 4, num_layers=2, dropout=0.5)
+    with pytest.raises(ValueError, match="key="):
+        m(vnp.ones((2, 1, 3)))
+    a = m(vnp.ones((2, 1, 3)), key=vr.key(0))[0]
+    assert a.shape == (2, 1, 4)
+    m.eval()
+    assert m(vnp.ones((2, 1, 3)))[0].shape == (2, 1, 4)
+    with pytest.raises(vnp.ShapeError, match="LSTM: input"):
+        nn.LSTM(3, 4)(vnp.ones((2, 1, 5)))
+    with pytest.raises(NotImplementedError, match="proj_size"):
+        nn.LSTM(3, 4, proj_size=2)
+
+
+def test_lstm_under_jit_matches_eager():
+    m = nn.LSTM(3, 4, dtype=F64)
+    x = f64(randn(4, 2, 3))
+    f = vkml.jit(lambda mm, a: mm(a)[0])
+    close(f(m, x), m(x)[0])

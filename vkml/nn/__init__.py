@@ -12,10 +12,11 @@ from .modules import (AvgPool2d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatte
                       Lambda, LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Sigmoid, SiLU, Tanh)
 from .layers import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm2d,
                      ModuleDict, ModuleList, MultiheadAttention, RMSNorm)
+from .recurrent import GRU, GRUCell, LSTM, LSTMCell
 from .serialization import SerializationError, load, save, tree_paths
 
 __all__ = ["functional", "Module", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "BatchNorm2d",
            "LayerNorm", "Dropout", "Embedding", "Flatten", "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh",
            "Identity", "Lambda", "Sequential", "save", "load", "tree_paths", "SerializationError",
            "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm2d", "ModuleDict",
-           "ModuleList", "MultiheadAttention", "RMSNorm"]
+           "ModuleList", "MultiheadAttention", "RMSNorm", "LSTMCell", "GRUCell", "LSTM", "GRU"]

@@ -432,3 +432,7 @@ from .layers import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm,  # noq
 from . import layers as _layers  # noqa: E402
 
 __all__ += _layers.__all__
+from .recurrent import GRU, GRUCell, LSTM, LSTMCell  # noqa: E402
+from . import recurrent as _recurrent  # noqa: E402
+
+__all__ += _recurrent.__all__
