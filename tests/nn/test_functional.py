@@ -629,3 +629,153 @@ def test_cross_entropy_weighted_probabilities_and_bad_weight():
     close64(F.cross_entropy(f64(x), f64(t), weight=f64(w)), np.mean(-(t * w * lp).sum(1)))
     with pytest.raises(vkml.numpy.ShapeError, match=r"cross_entropy: weight must have shape \(4,\)"):
         F.cross_entropy(f64(x), vnp.asarray(np.zeros(3, np.int32)), weight=f64(np.ones(3)))
+
+
+# --------------------------------------------------------------------------- padding modes, resizing, pooling variants
+
+@pytest.mark.parametrize("mode,np_mode", [("constant", "constant"), ("reflect", "reflect"),
+                                          ("replicate", "edge"), ("circular", "wrap")])
+def test_pad_modes(mode, np_mode):
+    x = RNG.standard_normal((2, 3, 5, 6))
+    got = F.pad(f64(x), (2, 1, 3, 4), mode=mode)
+    close64(got, np.pad(x, ((0, 0), (0, 0), (3, 4), (2, 1)), mode=np_mode))
+    check_grads(lambda a: F.pad(a, (2, 1, 1, 0), mode=mode), (f64(x[:1, :1]),), order=1)
+
+
+def test_pad_constant_value_cropping_and_errors():
+    x = RNG.standard_normal((2, 4, 5))
+    close64(F.pad(f64(x), (1, -2, 0, 2), value=3.0),
+            np.pad(x[:, :, :3], ((0, 0), (0, 2), (1, 0)), constant_values=3.0))
+    with pytest.raises(ValueError, match="reflect"):
+        F.pad(f64(x), (5, 0), mode="reflect")
+    with pytest.raises(ValueError, match="even number"):
+        F.pad(f64(x), (1, 2, 3))
+
+
+def _nearest_ref(n_in, n_out, scale):
+    s = np.float32(1 / scale) if scale else np.float32(n_in) / np.float32(n_out)
+    return np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * s).astype(int), n_in - 1)
+
+
+def _linear_ref(x, axis, n_out, scale, align):
+    """torch's upsample_linear1d along one axis, element by element."""
+    n_in = x.shape[axis]
+    out = []
+    for i in range(n_out):
+        if align:
+            src = i * ((n_in - 1) / (n_out - 1)) if n_out > 1 else 0.0
+        else:
+            src = max((1 / scale if scale else n_in / n_out) * (i + 0.5) - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), n_in - 1)
+        i1 = i0 + 1 if i0 < n_in - 1 else i0
+        lam = src - i0
+        out.append(np.take(x, i0, axis) * (1 - lam) + np.take(x, i1, axis) * lam)
+    return np.stack(out, axis)
+
+
+@pytest.mark.parametrize("kw", [dict(size=(7, 9)), dict(scale_factor=2), dict(scale_factor=(0.5, 1.7)),
+                                dict(size=(3, 4))])
+def test_interpolate(kw):
+    x = RNG.standard_normal((2, 3, 5, 6))
+    if "size" in kw:
+        out, sc = kw["size"], (None, None)
+    else:
+        sf = kw["scale_factor"] if isinstance(kw["scale_factor"], tuple) else (kw["scale_factor"],) * 2
+        out, sc = (int(5 * sf[0]), int(6 * sf[1])), sf
+    ih, iw = _nearest_ref(5, out[0], sc[0]), _nearest_ref(6, out[1], sc[1])
+    close64(F.interpolate(f64(x), **kw), x[:, :, ih][:, :, :, iw])
+    for align in (False, True):
+        want = _linear_ref(_linear_ref(x, 2, out[0], sc[0], align), 3, out[1], sc[1], align)
+        close64(F.interpolate(f64(x), mode="bilinear", align_corners=align, **kw), want)
+    check_grads(lambda a: F.interpolate(a, mode="bilinear", **kw), (f64(x[:1, :1]),), order=1)
+
+
+def test_interpolate_linear_and_errors():
+    x = RNG.standard_normal((2, 3, 5))
+    close64(F.interpolate(f64(x), size=11, mode="linear"), _linear_ref(x, 2, 11, None, False))
+    close64(F.interpolate(f64(x), size=11), x[:, :, _nearest_ref(5, 11, None)])
+    with pytest.raises(ValueError, match="align_corners"):
+        F.interpolate(f64(x), size=4, align_corners=True)
+    with pytest.raises(ValueError, match="bilinear"):
+        F.interpolate(f64(x), size=4, mode="bilinear")
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        F.interpolate(f64(x[None]), size=4, mode="bicubic")
+
+
+@pytest.mark.parametrize("os", [(2, 3), (5, 6), 3, (None, 4)])
+def test_adaptive_avg_pool2d(os):
+    x = RNG.standard_normal((2, 3, 5, 6))
+    oh, ow = (os, os) if isinstance(os, int) else os
+    oh, ow = oh or 5, ow or 6
+    want = np.zeros((2, 3, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = (i * 5) // oh, -((-(i + 1) * 5) // oh)
+            w0, w1 = (j * 6) // ow, -((-(j + 1) * 6) // ow)
+            want[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean((2, 3))
+    close64(F.adaptive_avg_pool2d(f64(x), os), want)
+    check_grads(lambda a: F.adaptive_avg_pool2d(a, os), (f64(x[:1, :1]),), order=1)
+
+
+def _pool_out(n, k, s, p, d, ceil):
+    o = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil else 0)) // s + 1
+    return o - 1 if ceil and (o - 1) * s >= n + p else o
+
+
+def max_pool_ref(x, k, s, p, d, ceil):
+    N, C, H, W = x.shape
+    oh, ow = _pool_out(H, k[0], s[0], p[0], d[0], ceil), _pool_out(W, k[1], s[1], p[1], d[1], ceil)
+    val, idx = np.zeros((N, C, oh, ow)), np.zeros((N, C, oh, ow), int)
+    for i in range(oh):
+        for j in range(ow):
+            best, at = np.full((N, C), -np.inf), np.zeros((N, C), int)
+            for a in range(k[0]):
+                for b in range(k[1]):
+                    r, c = i * s[0] - p[0] + a * d[0], j * s[1] - p[1] + b * d[1]
+                    if 0 <= r < H and 0 <= c < W:
+                        v = x[:, :, r, c]
+                        upd = v > best
+                        best, at = np.where(upd, v, best), np.where(upd, r * W + c, at)
+            val[:, :, i, j], idx[:, :, i, j] = best, at
+    return val, idx
+
+
+def avg_pool_ceil_ref(x, k, s, p, include, divisor=None):
+    N, C, H, W = x.shape
+    oh, ow = _pool_out(H, k[0], s[0], p[0], 1, True), _pool_out(W, k[1], s[1], p[1], 1, True)
+    out = np.zeros((N, C, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = i * s[0] - p[0], j * s[1] - p[1]
+            h1, w1 = min(h0 + k[0], H + p[0]), min(w0 + k[1], W + p[1])
+            size = (h1 - h0) * (w1 - w0)
+            h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, H), min(w1, W)
+            tot = x[:, :, h0:h1, w0:w1].sum((2, 3))
+            out[:, :, i, j] = tot / (divisor or (size if include else (h1 - h0) * (w1 - w0)))
+    return out
+
+
+@pytest.mark.parametrize("cfg", [((3, 3), (2, 2), (1, 1), (1, 1)), ((2, 2), (2, 2), (0, 0), (1, 1)),
+                                 ((3, 3), (3, 3), (1, 1), (2, 2)), ((2, 3), (2, 1), (1, 0), (1, 1))])
+def test_max_pool2d_ceil_mode_and_indices(cfg):
+    k, s, p, d = cfg
+    x = RNG.standard_normal((2, 3, 7, 8))
+    for ceil in (False, True):
+        val, idx = F.max_pool2d(f64(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
+        wv, wi = max_pool_ref(x, k, s, p, d, ceil)
+        close64(val, wv)
+        assert idx.dtype == np.int32 and np.array_equal(idx.numpy(), wi)
+    close64(F.max_pool2d(f64(x), k, s, p, d, ceil_mode=True), max_pool_ref(x, k, s, p, d, True)[0])
+    check_grads(lambda a: F.max_pool2d(a, k, s, p, d, ceil_mode=True), (f64(x[:1, :1]),), order=1)
+
+
+@pytest.mark.parametrize("include", [True, False])
+def test_avg_pool2d_ceil_mode(include):
+    x = RNG.standard_normal((2, 3, 7, 8))
+    for k, s, p in [((3, 3), (2, 2), (1, 1)), ((2, 3), (2, 1), (1, 0)), ((2, 2), (3, 3), (0, 0))]:
+        close64(F.avg_pool2d(f64(x), k, s, p, ceil_mode=True, count_include_pad=include),
+                avg_pool_ceil_ref(x, k, s, p, include))
+    close64(F.avg_pool2d(f64(x), 3, 2, 1, ceil_mode=True, divisor_override=2),
+            avg_pool_ceil_ref(x, (3, 3), (2, 2), (1, 1), True, divisor=2))
+    check_grads(lambda a: F.avg_pool2d(a, 3, 2, 1, ceil_mode=True, count_include_pad=include),
+                (f64(x[:1, :1]),), order=1)

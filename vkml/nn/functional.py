@@ -411,19 +411,25 @@ def _pool_args(name: str, kernel_size, stride, padding, dilation=1):
 
 
 def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
-               ceil_mode: bool = False) -> Array:
+               ceil_mode: bool = False, return_indices: bool = False) -> Array:
     """Max over sliding windows of NCHW (or CHW) input; stride defaults to kernel_size and
-    padding counts as -inf.
+    padding counts as -inf. ceil_mode rounds the output size up (torch's rule: the last
+    window starts inside the input or its left padding); return_indices also returns,
+    as int32, the flat index h * W + w of each maximum in its input plane.
 
     >>> max_pool2d(vnp.ones((1, 1, 4, 4)), 2).shape
     (1, 1, 2, 2)
     """
-    if ceil_mode:
-        raise NotImplementedError("max_pool2d: ceil_mode=True is not supported; pad the input")
     x = vnp.asarray(x)
     # the max of integers is an integer: int32 (and bool, as int32) keep an integer dtype
     x, unbatched = _batched4("max_pool2d", x.astype(dt.int32) if x.dtype == dt.bool_ else x)
     k, st, p, d = _pool_args("max_pool2d", kernel_size, stride, padding, dilation)
+    if ceil_mode or return_indices:
+        from .sampling import max_pool2d_full
+        out = max_pool2d_full(x, k, st, p, d, ceil_mode, return_indices)
+        if not return_indices:
+            return out[0] if unbatched else out
+        return (out[0][0], out[1][0]) if unbatched else out
     y = bind(OpKind.MaxPool2d, [x], kernel=k, stride=st, padding=p, dilation=d)
     return y[0] if unbatched else y
 
@@ -434,14 +440,18 @@ def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
     """Mean over sliding windows of NCHW (or CHW) input (zero padding), by Im2Col + sum.
 
     count_include_pad=False divides each window by the number of real (unpadded) elements.
+    ceil_mode rounds the output size up, as torch (a window past the padded input divides
+    by what it covers).
 
     >>> avg_pool2d(vnp.ones((1, 1, 4, 4)), 2).numpy().tolist()
     [[[[1.0, 1.0], [1.0, 1.0]]]]
     """
-    if ceil_mode:
-        raise NotImplementedError("avg_pool2d: ceil_mode=True is not supported; pad the input")
     x, unbatched = _batched4("avg_pool2d", _float(x, "avg_pool2d"))
     k, st, p, d = _pool_args("avg_pool2d", kernel_size, stride, padding)
+    if ceil_mode:
+        from .sampling import avg_pool2d_ceil
+        y = avg_pool2d_ceil(x, k, st, p, count_include_pad, divisor_override)
+        return y[0] if unbatched else y
     N, C, H, W = x.shape
     oh, ow = conv_out("avg_pool2d", H, k[0], st[0], p[0], 1), conv_out("avg_pool2d", W, k[1], st[1], p[1], 1)
     win = dict(kernel=k, stride=st, padding=p, dilation=d)
@@ -608,3 +618,7 @@ from .norms import group_norm, instance_norm, rms_norm  # noqa: E402
 from . import attention as _attention, convs as _convs, norms as _norms  # noqa: E402
 
 __all__ += _attention.__all__ + _convs.__all__ + _norms.__all__
+from .sampling import adaptive_avg_pool2d, interpolate, pad  # noqa: E402
+from . import sampling as _sampling  # noqa: E402
+
+__all__ += _sampling.__all__
