@@ -93,6 +93,10 @@ def test_sdpa_is_one_program_under_jit():
     q = f64(randn(2, 4, 3))
     f = vkml.jit(lambda a: F.scaled_dot_product_attention(a, a, a, is_causal=True))
     close(f(q), sdpa_ref(*(np.asarray(q),) * 3, causal=True))
+    # the scores' matmul, the scale-and-mask chain fused into the softmax, the values' matmul
+    assert f.lower(q).kernel_count <= 3
+    g = vkml.jit(lambda a, m: F.scaled_dot_product_attention(a, a, a, attn_mask=m))
+    assert g.lower(q, f64(randn(4, 4))).kernel_count <= 3
 
 
 def mha_ref(p, q, k, v, H, kpm=None, am=None):
@@ -418,3 +422,20 @@ def test_lstm_under_jit_matches_eager():
     x = f64(randn(4, 2, 3))
     f = vkml.jit(lambda mm, a: mm(a)[0])
     close(f(m, x), m(x)[0])
+
+
+# --------------------------------------------------------------------------- activation layers
+
+@pytest.mark.parametrize("layer,fn", [
+    (nn.LeakyReLU(0.2), lambda x: F.leaky_relu(x, 0.2)), (nn.ELU(0.5), lambda x: F.elu(x, 0.5)),
+    (nn.CELU(2.0), lambda x: F.celu(x, 2.0)), (nn.SELU(), F.selu),
+    (nn.Softplus(2.0, 5.0), lambda x: F.softplus(x, 2.0, 5.0)), (nn.Softsign(), F.softsign),
+    (nn.Hardsigmoid(), F.hardsigmoid), (nn.Hardswish(), F.hardswish),
+    (nn.Hardtanh(-0.5, 2.0), lambda x: F.hardtanh(x, -0.5, 2.0)), (nn.ReLU6(), F.relu6),
+    (nn.Mish(), F.mish), (nn.LogSigmoid(), F.logsigmoid), (nn.GLU(0), lambda x: F.glu(x, 0)),
+    (nn.Softmin(1), lambda x: F.softmin(x, 1)), (nn.Softmax(), lambda x: F.softmax(x, 1)),
+    (nn.LogSoftmax(0), lambda x: F.log_softmax(x, 0))])
+def test_activation_layers_call_their_function(layer, fn):
+    x = f64(randn(4, 6) * 3)
+    assert np.array_equal(layer(x).numpy(), fn(x).numpy())
+    assert layer.state_dict() == {}

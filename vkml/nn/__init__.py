@@ -10,8 +10,10 @@ from . import functional
 from .base import Module
 from .modules import (AvgPool2d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatten, GELU, Identity,
                       Lambda, LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Sigmoid, SiLU, Tanh)
-from .layers import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm2d,
-                     ModuleDict, ModuleList, MultiheadAttention, RMSNorm)
+from .layers import (CELU, ELU, GLU, SELU, Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
+                     Hardsigmoid, Hardswish, Hardtanh, InstanceNorm2d, LeakyReLU, LogSigmoid,
+                     LogSoftmax, Mish, ModuleDict, ModuleList, MultiheadAttention, ReLU6, RMSNorm,
+                     Softmax, Softmin, Softplus, Softsign)
 from .recurrent import GRU, GRUCell, LSTM, LSTMCell
 from .serialization import SerializationError, load, save, tree_paths
 
@@ -19,4 +21,6 @@ __all__ = ["functional", "Module", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d",
            "LayerNorm", "Dropout", "Embedding", "Flatten", "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh",
            "Identity", "Lambda", "Sequential", "save", "load", "tree_paths", "SerializationError",
            "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm2d", "ModuleDict",
-           "ModuleList", "MultiheadAttention", "RMSNorm", "LSTMCell", "GRUCell", "LSTM", "GRU"]
+           "ModuleList", "MultiheadAttention", "RMSNorm", "LSTMCell", "GRUCell", "LSTM", "GRU",
+           "LeakyReLU", "ELU", "CELU", "SELU", "Softplus", "Softsign", "Hardsigmoid", "Hardswish",
+           "Hardtanh", "ReLU6", "Mish", "LogSigmoid", "GLU", "Softmax", "LogSoftmax", "Softmin"]

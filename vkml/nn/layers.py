@@ -27,7 +27,9 @@ from .base import Module
 from .modules import Linear, _assign, _bias_uniform, _kaiming_uniform, _key, _param, _positive
 
 __all__ = ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "RMSNorm",
-           "InstanceNorm2d", "MultiheadAttention", "ModuleList", "ModuleDict"]
+           "InstanceNorm2d", "MultiheadAttention", "ModuleList", "ModuleDict", "LeakyReLU", "ELU",
+           "CELU", "SELU", "Softplus", "Softsign", "Hardsigmoid", "Hardswish", "Hardtanh", "ReLU6",
+           "Mish", "LogSigmoid", "GLU", "Softmax", "LogSoftmax", "Softmin"]
 
 
 def _groups(cls: str, groups: Any, cin: int, cout: int) -> int:
@@ -504,3 +506,151 @@ class ModuleDict(Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ModuleDict has no forward(); index it by key")
+
+
+# --------------------------------------------------------------------------- activation layers
+
+
+class _Act(Module):
+    """A parameter-free layer calling one function of F with its configuration."""
+    _fn, _args = "", ()
+
+    def forward(self, x: Any) -> Array:
+        return getattr(F, self._fn)(x, *(getattr(self, a) for a in self._args))
+
+
+class LeakyReLU(_Act):
+    """F.leaky_relu.
+
+    >>> LeakyReLU(0.5)(vnp.asarray([-2.0])).numpy().tolist()
+    [-1.0]
+    """
+    _fn, _args = "leaky_relu", ("negative_slope",)
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        self.negative_slope = float(negative_slope)
+
+
+class ELU(_Act):
+    """F.elu."""
+    _fn, _args = "elu", ("alpha",)
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        self.alpha = float(alpha)
+
+
+class CELU(_Act):
+    """F.celu."""
+    _fn, _args = "celu", ("alpha",)
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        self.alpha = float(alpha)
+
+
+class SELU(_Act):
+    """F.selu."""
+    _fn = "selu"
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+
+class Softplus(_Act):
+    """F.softplus."""
+    _fn, _args = "softplus", ("beta", "threshold")
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        self.beta, self.threshold = float(beta), float(threshold)
+
+
+class Softsign(_Act):
+    """F.softsign."""
+    _fn = "softsign"
+
+
+class Hardsigmoid(_Act):
+    """F.hardsigmoid."""
+    _fn = "hardsigmoid"
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+
+class Hardswish(_Act):
+    """F.hardswish."""
+    _fn = "hardswish"
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+
+class Hardtanh(_Act):
+    """F.hardtanh."""
+    _fn, _args = "hardtanh", ("min_val", "max_val")
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val {min_val} must not exceed max_val {max_val}")
+        self.min_val, self.max_val = float(min_val), float(max_val)
+
+
+class ReLU6(_Act):
+    """F.relu6."""
+    _fn = "relu6"
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+
+class Mish(_Act):
+    """F.mish."""
+    _fn = "mish"
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+
+class LogSigmoid(_Act):
+    """F.logsigmoid."""
+    _fn = "logsigmoid"
+
+
+class GLU(_Act):
+    """F.glu along dim (default -1)."""
+    _fn, _args = "glu", ("dim",)
+
+    def __init__(self, dim: int = -1):
+        self.dim = int(dim)
+
+
+class Softmin(_Act):
+    """F.softmin along dim."""
+    _fn, _args = "softmin", ("dim",)
+
+    def __init__(self, dim: int | None = None):
+        self.dim = dim
+
+
+class Softmax(Module):
+    """softmax along dim (torch's implicit choice when None: 0 for 0-, 1-, 3-d input, else 1).
+
+    >>> Softmax(dim=-1)(vnp.zeros((1, 2))).numpy().tolist()
+    [[0.5, 0.5]]
+    """
+
+    def __init__(self, dim: int | None = None):
+        self.dim = dim
+
+    def forward(self, x: Any) -> Array:
+        x = vnp.asarray(x)
+        d = self.dim if self.dim is not None else (0 if x.ndim in (0, 1, 3) else 1)
+        return F.softmax(x, axis=d)
+
+
+class LogSoftmax(Softmax):
+    """log_softmax along dim (the implicit choice as Softmax)."""
+
+    def forward(self, x: Any) -> Array:
+        x = vnp.asarray(x)
+        d = self.dim if self.dim is not None else (0 if x.ndim in (0, 1, 3) else 1)
+        return F.log_softmax(x, axis=d)

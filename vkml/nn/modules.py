@@ -427,8 +427,10 @@ class Sequential(Module):
 
 # --------------------------------------------------------------------------- more of torch.nn (nn/layers.py)
 
-from .layers import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm,  # noqa: E402
-                     InstanceNorm2d, ModuleDict, ModuleList, MultiheadAttention, RMSNorm)
+from .layers import (CELU, ELU, GLU, SELU, Conv1d, ConvTranspose1d, ConvTranspose2d,  # noqa: E402
+                     GroupNorm, Hardsigmoid, Hardswish, Hardtanh, InstanceNorm2d, LeakyReLU,
+                     LogSigmoid, LogSoftmax, Mish, ModuleDict, ModuleList, MultiheadAttention,
+                     ReLU6, RMSNorm, Softmax, Softmin, Softplus, Softsign)
 from . import layers as _layers  # noqa: E402
 
 __all__ += _layers.__all__
