@@ -72,6 +72,14 @@ def test_sdpa_forward():
     close(got, sdpa_ref(*(q.astype(np.float32).astype(F64),) * 3, causal=True), rtol=1e-5, atol=1e-6)
 
 
+def test_sdpa_grouped_query_heads():
+    q, k, v = randn(2, 6, 5, 4), randn(2, 2, 7, 4), randn(2, 2, 7, 3)
+    want = sdpa_ref(q, np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1), causal=True)
+    close(F.scaled_dot_product_attention(f64(q), f64(k), f64(v), is_causal=True, enable_gqa=True), want)
+    with pytest.raises(vnp.ShapeError, match="enable_gqa"):
+        F.scaled_dot_product_attention(f64(q[:, :5]), f64(k), f64(v), enable_gqa=True)
+
+
 def test_sdpa_grads_dropout_and_errors():
     q, k, v = randn(2, 4, 3), randn(2, 5, 3), randn(2, 5, 2)
     fm = randn(4, 5)

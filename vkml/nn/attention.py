@@ -60,7 +60,8 @@ def attention_weights(query: Array, key: Array, attn_mask: Any = None, is_causal
 
 def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
                                  dropout_p: float = 0.0, is_causal: bool = False,
-                                 scale: float | None = None, *, dropout_key: Any = None) -> Array:
+                                 scale: float | None = None, enable_gqa: bool = False, *,
+                                 dropout_key: Any = None) -> Array:
     """softmax(query @ key^T * scale + mask) @ value, as torch.
 
     query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev); leading axes
@@ -68,6 +69,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     (added to the scores), broadcasting to (..., L, S). is_causal masks key j > query i
     (top-left aligned) and combines with attn_mask. dropout_p > 0 drops attention weights
     and needs `dropout_key=` (a vkml.random key; torch draws from its global generator).
+    enable_gqa lets key and value have fewer heads (axis -3) than query, a divisor of
+    them: each key/value head serves a group of consecutive query heads.
 
     >>> q = vnp.asarray([[[1.0, 0.0], [0.0, 1.0]]])
     >>> scaled_dot_product_attention(q, q, q, is_causal=True).numpy()[0, 0].tolist()
@@ -79,6 +82,12 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     for nm, a in (("query", q), ("key", k), ("value", v)):
         if a.ndim < 2:
             raise ShapeError(f"{name}: {nm} must be (..., seq, features), got shape {a.shape}")
+    if enable_gqa and q.ndim >= 3 and k.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        hq, hk = q.shape[-3], k.shape[-3]
+        if hk < 1 or hq % hk or v.shape[-3] != hk:
+            raise ShapeError(f"{name}: enable_gqa needs the query's heads ({hq}) to be a multiple "
+                             f"of the key's and value's ({hk}, {v.shape[-3]})")
+        k, v = vnp.repeat(k, hq // hk, axis=-3), vnp.repeat(v, hq // hk, axis=-3)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ShapeError(f"{name}: query {q.shape}, key {k.shape} and value {v.shape} must be "
                          f"(..., L, E), (..., S, E) and (..., S, Ev)")

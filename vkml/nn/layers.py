@@ -381,7 +381,8 @@ class MultiheadAttention(Module):
             o = o[:, 0]
         if not need_weights:
             return o, None
-        w = vnp.mean(w, axis=1) if average_attn_weights else w
+        # torch returns the weights after dropout, as they were applied
+        w = vnp.mean(wd, axis=1) if average_attn_weights else wd
         return o, (w[0] if unbatched else w)
 
 
