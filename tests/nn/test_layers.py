@@ -440,10 +440,13 @@ def test_lstm_under_jit_matches_eager():
     (nn.Softplus(2.0, 5.0), lambda x: F.softplus(x, 2.0, 5.0)), (nn.Softsign(), F.softsign),
     (nn.Hardsigmoid(), F.hardsigmoid), (nn.Hardswish(), F.hardswish),
     (nn.Hardtanh(-0.5, 2.0), lambda x: F.hardtanh(x, -0.5, 2.0)), (nn.ReLU6(), F.relu6),
-    (nn.Mish(), F.mish), (nn.LogSigmoid(), F.logsigmoid), (nn.GLU(0), lambda x: F.glu(x, 0)),
+    (nn.Mish(), F.mish), (nn.LogSigmoid(), F.logsigmoid), (nn.GLU(1), lambda x: F.glu(x, 1)),
     (nn.Softmin(1), lambda x: F.softmin(x, 1)), (nn.Softmax(), lambda x: F.softmax(x, 1)),
-    (nn.LogSoftmax(0), lambda x: F.log_softmax(x, 0))])
+    (nn.LogSoftmax(0), lambda x: F.log_softmax(x, 0)),
+    (nn.AdaptiveAvgPool2d((1, 2)), lambda x: F.adaptive_avg_pool2d(x, (1, 2))),
+    (nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+     lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True))])
 def test_activation_layers_call_their_function(layer, fn):
-    x = f64(randn(4, 6) * 3)
+    x = f64(randn(1, 2, 4, 6) * 3)
     assert np.array_equal(layer(x).numpy(), fn(x).numpy())
     assert layer.state_dict() == {}

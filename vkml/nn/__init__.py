@@ -13,7 +13,7 @@ from .modules import (AvgPool2d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatte
 from .layers import (CELU, ELU, GLU, SELU, Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
                      Hardsigmoid, Hardswish, Hardtanh, InstanceNorm2d, LeakyReLU, LogSigmoid,
                      LogSoftmax, Mish, ModuleDict, ModuleList, MultiheadAttention, ReLU6, RMSNorm,
-                     Softmax, Softmin, Softplus, Softsign)
+                     Softmax, Softmin, Softplus, Softsign, AdaptiveAvgPool2d, Upsample)
 from .recurrent import GRU, GRUCell, LSTM, LSTMCell
 from .serialization import SerializationError, load, save, tree_paths
 
@@ -23,4 +23,5 @@ __all__ = ["functional", "Module", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d",
            "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm2d", "ModuleDict",
            "ModuleList", "MultiheadAttention", "RMSNorm", "LSTMCell", "GRUCell", "LSTM", "GRU",
            "LeakyReLU", "ELU", "CELU", "SELU", "Softplus", "Softsign", "Hardsigmoid", "Hardswish",
-           "Hardtanh", "ReLU6", "Mish", "LogSigmoid", "GLU", "Softmax", "LogSoftmax", "Softmin"]
+           "Hardtanh", "ReLU6", "Mish", "LogSigmoid", "GLU", "Softmax", "LogSoftmax", "Softmin",
+           "AdaptiveAvgPool2d", "Upsample"]

@@ -29,7 +29,8 @@ from .modules import Linear, _assign, _bias_uniform, _kaiming_uniform, _key, _pa
 __all__ = ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "RMSNorm",
            "InstanceNorm2d", "MultiheadAttention", "ModuleList", "ModuleDict", "LeakyReLU", "ELU",
            "CELU", "SELU", "Softplus", "Softsign", "Hardsigmoid", "Hardswish", "Hardtanh", "ReLU6",
-           "Mish", "LogSigmoid", "GLU", "Softmax", "LogSoftmax", "Softmin"]
+           "Mish", "LogSigmoid", "GLU", "Softmax", "LogSoftmax", "Softmin", "AdaptiveAvgPool2d",
+           "Upsample"]
 
 
 def _groups(cls: str, groups: Any, cin: int, cout: int) -> int:
@@ -655,3 +656,40 @@ class LogSoftmax(Softmax):
         x = vnp.asarray(x)
         d = self.dim if self.dim is not None else (0 if x.ndim in (0, 1, 3) else 1)
         return F.log_softmax(x, axis=d)
+
+
+# --------------------------------------------------------------------------- resizing layers
+
+
+class AdaptiveAvgPool2d(Module):
+    """F.adaptive_avg_pool2d to output_size (an int, a pair, None keeps a size).
+
+    >>> AdaptiveAvgPool2d(1)(vnp.ones((2, 3, 5, 5))).shape
+    (2, 3, 1, 1)
+    """
+
+    def __init__(self, output_size: Any):
+        self.output_size = output_size if isinstance(output_size, int) or output_size is None \
+            else tuple(output_size)
+
+    def forward(self, x: Any) -> Array:
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+class Upsample(Module):
+    """F.interpolate with fixed size or scale_factor, mode and align_corners.
+
+    >>> Upsample(scale_factor=2, mode="bilinear")(vnp.ones((1, 1, 2, 3))).shape
+    (1, 1, 4, 6)
+    """
+
+    def __init__(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None):
+        tup = lambda v: v if v is None or isinstance(v, (int, float)) else tuple(v)
+        self.size, self.scale_factor = tup(size), tup(scale_factor)
+        self.mode, self.align_corners = mode, align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, x: Any) -> Array:
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.recompute_scale_factor)

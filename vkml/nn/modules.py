@@ -430,7 +430,8 @@ class Sequential(Module):
 from .layers import (CELU, ELU, GLU, SELU, Conv1d, ConvTranspose1d, ConvTranspose2d,  # noqa: E402
                      GroupNorm, Hardsigmoid, Hardswish, Hardtanh, InstanceNorm2d, LeakyReLU,
                      LogSigmoid, LogSoftmax, Mish, ModuleDict, ModuleList, MultiheadAttention,
-                     ReLU6, RMSNorm, Softmax, Softmin, Softplus, Softsign)
+                     ReLU6, RMSNorm, Softmax, Softmin, Softplus, Softsign, AdaptiveAvgPool2d,
+                     Upsample)
 from . import layers as _layers  # noqa: E402
 
 __all__ += _layers.__all__
