@@ -297,3 +297,33 @@ def test_draws_trace_like_ordinary_ops():
     want = f(k)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(_np(g), _np(w))
+
+
+# ------------------------------------------------------------------ categorical
+
+
+def test_categorical_frequencies_match_softmax():
+    logits = np.array([0.5, -1.0, 2.0, 0.0, -3.0])
+    p = np.exp(logits) / np.exp(logits).sum()
+    draws = _np(vr.categorical(vr.key(3), vnp.asarray(logits.astype(np.float32)), shape=(N,)))
+    assert draws.dtype == np.int32 and draws.min() >= 0 and draws.max() <= 4
+    freq = np.bincount(draws, minlength=5) / N
+    assert np.all(np.abs(freq - p) < 6 * np.sqrt(p * (1 - p) / N))
+
+
+def test_categorical_axis_batch_and_shape():
+    logits = np.full((3, 4), -1e9, np.float32)
+    logits[[0, 1, 2], [2, 0, 3]] = 0.0       # one certain category per row
+    assert _np(vr.categorical(vr.key(0), vnp.asarray(logits))).tolist() == [2, 0, 3]
+    assert _np(vr.categorical(vr.key(0), vnp.asarray(logits.T), axis=0)).tolist() == [2, 0, 3]
+    many = _np(vr.categorical(vr.key(1), vnp.asarray(logits), shape=(5, 3)))
+    assert many.shape == (5, 3) and (many == [2, 0, 3]).all()
+    # leading axes of shape draw independently: a uniform row gives different draws
+    u = _np(vr.categorical(vr.key(2), vnp.zeros((1, 6)), shape=(200, 1)))
+    assert u.shape == (200, 1) and len(set(u.ravel().tolist())) == 6
+    same = vr.categorical(vr.key(2), vnp.zeros((1, 6)), shape=(200, 1))
+    assert np.array_equal(_np(same), u)
+    with pytest.raises(ShapeError, match="must end with the logits' batch shape"):
+        vr.categorical(vr.key(0), vnp.asarray(logits), shape=(4,))
+    with pytest.raises(ShapeError, match="axis 2 is out of range"):
+        vr.categorical(vr.key(0), vnp.asarray(logits), axis=2)

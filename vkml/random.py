@@ -29,7 +29,7 @@ from .trace.ops import OpKind
 from .trace.shapes import ShapeError, size_of
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
-           "randint", "permutation", "choice"]
+           "randint", "permutation", "choice", "categorical"]
 
 # Domain constants (hex digits of pi) added to a key before it derives other keys, so a
 # derived key's words are never the numbers the parent key itself draws.
@@ -373,3 +373,35 @@ def choice(key, a, shape=(), replace: bool = True, p=None) -> Array:
         idx = vnp.minimum(vnp.sum(cdf[:n - 1] <= u[..., None], axis=-1), n - 1) if n > 1 \
             else vnp.zeros(shape, dt.int32)
     return idx if pop is None else vnp.take(pop, idx, axis=0)
+
+
+def categorical(key, logits, axis: int = -1, shape=None) -> Array:
+    """Indices drawn from the categorical distributions softmax(logits) along axis, as
+    jax.random.categorical: argmax(logits + Gumbel noise) (the Gumbel-max trick).
+
+    The result has logits' shape without axis, or `shape`, which must end with that
+    batch shape (its leading axes draw independent samples).
+
+    >>> categorical(key(0), vnp.asarray([[0.0, -1e9], [-1e9, 0.0]])).numpy().tolist()
+    [0, 1]
+    """
+    k = _key("categorical", key)
+    lg = logits if isinstance(logits, Array) else vnp.asarray(logits)
+    if not dt.is_float(lg.dtype):
+        lg = lg.astype(dt.float32)
+    if lg.ndim == 0:
+        raise ShapeError("random.categorical: logits must have at least one axis (the categories)")
+    ax = axis + lg.ndim if axis < 0 else axis
+    if not 0 <= ax < lg.ndim:
+        raise ShapeError(f"random.categorical: axis {axis} is out of range for logits of shape {lg.shape}")
+    batch = lg.shape[:ax] + lg.shape[ax + 1:]
+    shape = batch if shape is None else _shape("categorical", shape)
+    if len(shape) < len(batch) or any(a not in (1, b) for a, b in zip(batch[::-1], shape[::-1])):
+        raise ShapeError(f"random.categorical: shape {shape} must end with the logits' batch shape "
+                         f"{batch} (logits {lg.shape} without axis {axis})")
+    prefix = shape[:len(shape) - len(batch)]
+    full = prefix + shape[len(prefix):len(prefix) + ax] + (lg.shape[ax],) + shape[len(prefix) + ax:]
+    # u in (0, 1): the tiny lower bound keeps log(u) finite, so the noise never is -inf or nan
+    u = uniform(k, full, lg.dtype, minval=float(np.finfo(lg.dtype).tiny), maxval=1.0)
+    gumbel = -vnp.log(-vnp.log(u))
+    return vnp.argmax(gumbel + vnp.reshape(lg, (1,) * len(prefix) + lg.shape), axis=len(prefix) + ax)

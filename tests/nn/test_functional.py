@@ -350,8 +350,8 @@ def test_avg_pool2d(include):
 def test_pool_errors():
     with pytest.raises(ValueError, match="at most half the kernel"):
         F.max_pool2d(f64(np.ones((1, 1, 4, 4))), 2, padding=2)
-    with pytest.raises(NotImplementedError, match="ceil_mode"):
-        F.avg_pool2d(f64(np.ones((1, 1, 4, 4))), 2, ceil_mode=True)
+    # ceil_mode is supported now (tests below); a 5x5 input pools to 3x3 with it
+    assert F.avg_pool2d(f64(np.ones((1, 1, 5, 5))), 2, ceil_mode=True).shape == (1, 1, 3, 3)
 
 
 # --------------------------------------------------------------------------- normalisation
@@ -438,3 +438,344 @@ def test_embedding():
     close64(g, want)
     with pytest.raises(TypeError, match="integers"):
         F.embedding(f64([0.0]), f64(w))
+
+
+# --------------------------------------------------------------------------- PyTorch's other activations
+# references: torch.nn.functional's documented formulas, in float64
+
+def _softplus_ref(x, beta=1.0, threshold=20.0):
+    return np.where(beta * x > threshold, x, np.log1p(np.exp(np.minimum(beta * x, threshold))) / beta)
+
+
+_SA, _SS = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+MORE_ACTS = {
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.1), lambda x: np.where(x > 0, x, 0.1 * x)),
+    "elu": (lambda x: F.elu(x, 1.5), lambda x: np.where(x > 0, x, 1.5 * np.expm1(x))),
+    "celu": (lambda x: F.celu(x, 2.0), lambda x: np.maximum(x, 0) + np.minimum(0, 2.0 * np.expm1(x / 2.0))),
+    "selu": (F.selu, lambda x: _SS * (np.maximum(x, 0) + np.minimum(0, _SA * np.expm1(x)))),
+    "softplus": (F.softplus, _softplus_ref),
+    "softplus_beta": (lambda x: F.softplus(x, 2.0, 3.0), lambda x: _softplus_ref(x, 2.0, 3.0)),
+    "softsign": (F.softsign, lambda x: x / (1 + np.abs(x))),
+    "hardsigmoid": (F.hardsigmoid, lambda x: np.clip(x + 3, 0, 6) / 6),
+    "hardswish": (F.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    "hardtanh": (lambda x: F.hardtanh(x, -2.0, 1.5), lambda x: np.clip(x, -2.0, 1.5)),
+    "relu6": (F.relu6, lambda x: np.clip(x, 0, 6)),
+    "mish": (F.mish, lambda x: x * np.tanh(np.log1p(np.exp(x)))),
+    "logsigmoid": (F.logsigmoid, lambda x: -np.log1p(np.exp(-x))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE_ACTS))
+def test_more_activations_forward(name):
+    fn, ref = MORE_ACTS[name]
+    x = RNG.standard_normal((3, 7)) * 4
+    close32(fn(f32(x)), ref(x.astype(np.float32).astype(F64)), rtol=2e-6, atol=2e-6)
+    close64(fn(f64(x)), ref(x))
+
+
+@pytest.mark.parametrize("name", ["elu", "celu", "selu", "softplus", "softsign", "mish", "logsigmoid"])
+def test_more_activations_second_order(name):
+    fn, _ = MORE_ACTS[name]
+    x = RNG.standard_normal(5) * 2
+    check_grads(fn, (f64(np.where(np.abs(x) < 0.1, 0.5, x)),), order=2)
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "hardsigmoid", "hardswish", "hardtanh", "relu6"])
+def test_piecewise_activations_grad(name):
+    fn, _ = MORE_ACTS[name]
+    # points away from the kinks (0, +-3, the clip bounds) so finite differences are exact
+    check_grads(fn, (f64([-4.5, -2.5, -0.7, 0.4, 1.2, 2.2, 7.0]),), order=1)
+
+
+def test_softplus_extremes_and_logsigmoid_is_finite():
+    x = f32([-200.0, -30.0, 0.0, 30.0, 200.0])
+    assert np.all(np.isfinite(F.softplus(x).numpy())) and F.softplus(x).numpy()[-1] == 200.0
+    close32(F.logsigmoid(x), [-200.0, -30.0, -math.log(2), -9.357623e-14, 0.0], atol=1e-6)
+    g = vkml.grad(lambda v: F.softplus(v).sum())(f32([-200.0, 200.0]))
+    assert np.asarray(g).tolist() == [0.0, 1.0]
+
+
+def test_glu_and_softmin():
+    x = RNG.standard_normal((4, 6))
+    a, b = x[..., :3], x[..., 3:]
+    close64(F.glu(f64(x)), a / (1 + np.exp(-b)))
+    close64(F.glu(f64(x), dim=0), x[:2] / (1 + np.exp(-x[2:])))
+    check_grads(lambda v: F.glu(v, 0), (f64(x),), order=2)
+    e = np.exp(-x - np.max(-x, axis=1, keepdims=True))
+    close64(F.softmin(f64(x), dim=1), e / e.sum(1, keepdims=True))
+    close64(F.softmin(f64(x)), e / e.sum(1, keepdims=True))      # implicit dim 1 for 2-d
+    with pytest.raises(vkml.numpy.ShapeError, match="glu: Halving dimension must be even"):
+        F.glu(f64(np.ones((2, 3))))
+
+
+# --------------------------------------------------------------------------- regression, binary, divergence losses
+
+def _red(l, reduction):
+    return {"mean": np.mean, "sum": np.sum, "none": lambda v: v}[reduction](l)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy(reduction):
+    p = RNG.uniform(0.05, 0.95, (4, 3))
+    t = RNG.uniform(size=(4, 3))
+    w = RNG.uniform(size=(3,))
+    ref = -(t * np.log(p) + (1 - t) * np.log1p(-p)) * w
+    close64(F.binary_cross_entropy(f64(p), f64(t), weight=f64(w), reduction=reduction), _red(ref, reduction))
+    check_grads(lambda a, b: F.binary_cross_entropy(a, b, reduction=reduction), (f64(p), f64(t)), order=1)
+    # log clamped at -100, as PyTorch: p = 0 or 1 gives a finite loss
+    close64(F.binary_cross_entropy(f64([0.0, 1.0]), f64([1.0, 0.0]), reduction="none"), [100.0, 100.0])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_with_logits(reduction):
+    x = RNG.standard_normal((4, 3)) * 3
+    t = RNG.uniform(size=(4, 3))
+    w, pw = RNG.uniform(size=(4, 1)), RNG.uniform(0.5, 3, (3,))
+    ls = lambda v: -np.log1p(np.exp(-v))
+    ref = -(pw * t * ls(x) + (1 - t) * ls(-x)) * w
+    got = F.binary_cross_entropy_with_logits(f64(x), f64(t), weight=f64(w), reduction=reduction,
+                                             pos_weight=f64(pw))
+    close64(got, _red(ref, reduction))
+    check_grads(lambda a, b: F.binary_cross_entropy_with_logits(a, b, pos_weight=f64(pw)),
+                (f64(x), f64(t)), order=1)
+    assert np.isfinite(float(F.binary_cross_entropy_with_logits(f32([-500.0, 500.0]), f32([1.0, 0.0]))))
+
+
+def test_huber_and_smooth_l1():
+    x, y = RNG.standard_normal(9) * 2, RNG.standard_normal(9)
+    d = x - y
+    a = np.abs(d)
+    close64(F.huber_loss(f64(x), f64(y), delta=0.7, reduction="none"),
+            np.where(a < 0.7, 0.5 * d * d, 0.7 * (a - 0.35)))
+    close64(F.smooth_l1_loss(f64(x), f64(y), beta=0.7, reduction="sum"),
+            np.sum(np.where(a < 0.7, 0.5 * d * d / 0.7, a - 0.35)))
+    close64(F.smooth_l1_loss(f64(x), f64(y), beta=0.0), np.mean(a))
+    close64(F.huber_loss(f64(x), f64(y)), np.mean(np.where(a < 1, 0.5 * d * d, a - 0.5)))
+    check_grads(lambda u: F.huber_loss(u, f64(y), delta=0.7), (f64(x),), order=1)
+    check_grads(lambda u: F.smooth_l1_loss(u, f64(y), beta=0.7), (f64(x),), order=1)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "batchmean", "none"])
+def test_kl_div(reduction):
+    lp = np.log(RNG.dirichlet(np.ones(5), 3))
+    t = RNG.dirichlet(np.ones(5), 3)
+    t[0, 1] = 0.0
+    pt = np.where(t > 0, t * (np.log(np.where(t > 0, t, 1)) - lp), 0.0)
+    want = pt.sum() / 3 if reduction == "batchmean" else _red(pt, reduction)
+    close64(F.kl_div(f64(lp), f64(t), reduction=reduction), want)
+    lt = np.log(t + 0.1)
+    close64(F.kl_div(f64(lp), f64(lt), reduction=reduction, log_target=True),
+            (np.exp(lt) * (lt - lp)).sum() / 3 if reduction == "batchmean"
+            else _red(np.exp(lt) * (lt - lp), reduction))
+    g = vkml.grad(lambda a, b: F.kl_div(a, b, reduction="sum"), argnums=(0, 1))(f64(lp), f64(t))
+    assert np.all(np.isfinite(np.asarray(g[1])))
+    check_grads(lambda a: F.kl_div(a, f64(t), reduction=reduction), (f64(lp),), order=1)
+
+
+def test_normalize_and_cosine_similarity():
+    x, y = RNG.standard_normal((4, 5)), RNG.standard_normal((4, 5))
+    x[1] = 0.0
+    for p in (1, 2, 3):
+        n = np.sum(np.abs(x) ** p, axis=1, keepdims=True) ** (1 / p)
+        close64(F.normalize(f64(x), p=p), x / np.maximum(n, 1e-12))
+    close64(F.normalize(f64(x), dim=0), x / np.linalg.norm(x, axis=0, keepdims=True))
+    nx = np.maximum(np.linalg.norm(x, axis=1), 1e-8)
+    ny = np.maximum(np.linalg.norm(y, axis=1), 1e-8)
+    close64(F.cosine_similarity(f64(x), f64(y)), np.sum(x * y, 1) / (nx * ny))
+    close64(F.cosine_similarity(f64(x), f64(y[:1]), dim=-1),
+            np.sum(x * y[:1], 1) / (nx * np.linalg.norm(y[0])))
+    x[1] = 0.3
+    check_grads(lambda a, b: F.cosine_similarity(a, b), (f64(x), f64(y)), order=2)
+    check_grads(lambda a: F.normalize(a), (f64(x),), order=1)
+
+
+def _ce_weight_ref(x, lab, w, reduction, eps, ignore):
+    C = x.shape[1]
+    lp = x - _lse(x, 1, keepdims=True)
+    valid = lab != ignore
+    safe = np.where(valid, lab, 0)
+    nll = np.where(valid, -w[safe] * lp[np.arange(len(lab)), safe], 0.0)
+    smooth = np.where(valid, -(lp * w).sum(1), 0.0)
+    if reduction == "none":
+        return (1 - eps) * nll + eps / C * smooth
+    if reduction == "sum":
+        return (1 - eps) * nll.sum() + eps / C * smooth.sum()
+    den = np.sum(np.where(valid, w[safe], 0.0))
+    return (1 - eps) * nll.sum() / den + eps / C * smooth.sum() / den
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("eps", [0.0, 0.2])
+def test_cross_entropy_and_nll_class_weights(reduction, eps):
+    x = RNG.standard_normal((5, 4)) * 2
+    lab = np.array([0, 3, 2, 1, 2], np.int32)
+    w = RNG.uniform(0.2, 2.0, 4)
+    want = _ce_weight_ref(x, lab, w, reduction, eps, 2)
+    got = F.cross_entropy(f64(x), vnp.asarray(lab), reduction=reduction, label_smoothing=eps,
+                          ignore_index=2, weight=f64(w))
+    close64(got, want)
+    if eps == 0.0:
+        close64(F.nll_loss(F.log_softmax(f64(x), axis=1), vnp.asarray(lab), reduction=reduction,
+                           ignore_index=2, weight=f64(w)), want)
+    check_grads(lambda a: F.cross_entropy(a, vnp.asarray(lab), label_smoothing=eps, weight=f64(w)),
+                (f64(x),), order=1)
+
+
+def test_cross_entropy_weighted_probabilities_and_bad_weight():
+    x = RNG.standard_normal((3, 4))
+    t = RNG.dirichlet(np.ones(4), 3)
+    w = RNG.uniform(0.2, 2.0, 4)
+    lp = x - _lse(x, 1, keepdims=True)
+    close64(F.cross_entropy(f64(x), f64(t), weight=f64(w)), np.mean(-(t * w * lp).sum(1)))
+    with pytest.raises(vkml.numpy.ShapeError, match=r"cross_entropy: weight must have shape \(4,\)"):
+        F.cross_entropy(f64(x), vnp.asarray(np.zeros(3, np.int32)), weight=f64(np.ones(3)))
+
+
+# --------------------------------------------------------------------------- padding modes, resizing, pooling variants
+
+@pytest.mark.parametrize("mode,np_mode", [("constant", "constant"), ("reflect", "reflect"),
+                                          ("replicate", "edge"), ("circular", "wrap")])
+def test_pad_modes(mode, np_mode):
+    x = RNG.standard_normal((2, 3, 5, 6))
+    got = F.pad(f64(x), (2, 1, 3, 4), mode=mode)
+    close64(got, np.pad(x, ((0, 0), (0, 0), (3, 4), (2, 1)), mode=np_mode))
+    check_grads(lambda a: F.pad(a, (2, 1, 1, 0), mode=mode), (f64(x[:1, :1]),), order=1)
+
+
+def test_pad_constant_value_cropping_and_errors():
+    x = RNG.standard_normal((2, 4, 5))
+    close64(F.pad(f64(x), (1, -2, 0, 2), value=3.0),
+            np.pad(x[:, :, :3], ((0, 0), (0, 2), (1, 0)), constant_values=3.0))
+    with pytest.raises(ValueError, match="reflect"):
+        F.pad(f64(x), (5, 0), mode="reflect")
+    with pytest.raises(ValueError, match="even number"):
+        F.pad(f64(x), (1, 2, 3))
+
+
+def _nearest_ref(n_in, n_out, scale):
+    s = np.float32(1 / scale) if scale else np.float32(n_in) / np.float32(n_out)
+    return np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * s).astype(int), n_in - 1)
+
+
+def _linear_ref(x, axis, n_out, scale, align):
+    """torch's upsample_linear1d along one axis, element by element."""
+    n_in = x.shape[axis]
+    out = []
+    for i in range(n_out):
+        if align:
+            src = i * ((n_in - 1) / (n_out - 1)) if n_out > 1 else 0.0
+        else:
+            src = max((1 / scale if scale else n_in / n_out) * (i + 0.5) - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), n_in - 1)
+        i1 = i0 + 1 if i0 < n_in - 1 else i0
+        lam = src - i0
+        out.append(np.take(x, i0, axis) * (1 - lam) + np.take(x, i1, axis) * lam)
+    return np.stack(out, axis)
+
+
+@pytest.mark.parametrize("kw", [dict(size=(7, 9)), dict(scale_factor=2), dict(scale_factor=(0.5, 1.7)),
+                                dict(size=(3, 4))])
+def test_interpolate(kw):
+    x = RNG.standard_normal((2, 3, 5, 6))
+    if "size" in kw:
+        out, sc = kw["size"], (None, None)
+    else:
+        sf = kw["scale_factor"] if isinstance(kw["scale_factor"], tuple) else (kw["scale_factor"],) * 2
+        out, sc = (int(5 * sf[0]), int(6 * sf[1])), sf
+    ih, iw = _nearest_ref(5, out[0], sc[0]), _nearest_ref(6, out[1], sc[1])
+    close64(F.interpolate(f64(x), **kw), x[:, :, ih][:, :, :, iw])
+    for align in (False, True):
+        want = _linear_ref(_linear_ref(x, 2, out[0], sc[0], align), 3, out[1], sc[1], align)
+        close64(F.interpolate(f64(x), mode="bilinear", align_corners=align, **kw), want)
+    check_grads(lambda a: F.interpolate(a, mode="bilinear", **kw), (f64(x[:1, :1]),), order=1)
+
+
+def test_interpolate_linear_and_errors():
+    x = RNG.standard_normal((2, 3, 5))
+    close64(F.interpolate(f64(x), size=11, mode="linear"), _linear_ref(x, 2, 11, None, False))
+    close64(F.interpolate(f64(x), size=11), x[:, :, _nearest_ref(5, 11, None)])
+    with pytest.raises(ValueError, match="align_corners"):
+        F.interpolate(f64(x), size=4, align_corners=True)
+    with pytest.raises(ValueError, match="bilinear"):
+        F.interpolate(f64(x), size=4, mode="bilinear")
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        F.interpolate(f64(x[None]), size=4, mode="bicubic")
+
+
+@pytest.mark.parametrize("os", [(2, 3), (5, 6), 3, (None, 4)])
+def test_adaptive_avg_pool2d(os):
+    x = RNG.standard_normal((2, 3, 5, 6))
+    oh, ow = (os, os) if isinstance(os, int) else os
+    oh, ow = oh or 5, ow or 6
+    want = np.zeros((2, 3, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = (i * 5) // oh, -((-(i + 1) * 5) // oh)
+            w0, w1 = (j * 6) // ow, -((-(j + 1) * 6) // ow)
+            want[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean((2, 3))
+    close64(F.adaptive_avg_pool2d(f64(x), os), want)
+    check_grads(lambda a: F.adaptive_avg_pool2d(a, os), (f64(x[:1, :1]),), order=1)
+
+
+def _pool_out(n, k, s, p, d, ceil):
+    o = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil else 0)) // s + 1
+    return o - 1 if ceil and (o - 1) * s >= n + p else o
+
+
+def max_pool_ref(x, k, s, p, d, ceil):
+    N, C, H, W = x.shape
+    oh, ow = _pool_out(H, k[0], s[0], p[0], d[0], ceil), _pool_out(W, k[1], s[1], p[1], d[1], ceil)
+    val, idx = np.zeros((N, C, oh, ow)), np.zeros((N, C, oh, ow), int)
+    for i in range(oh):
+        for j in range(ow):
+            best, at = np.full((N, C), -np.inf), np.zeros((N, C), int)
+            for a in range(k[0]):
+                for b in range(k[1]):
+                    r, c = i * s[0] - p[0] + a * d[0], j * s[1] - p[1] + b * d[1]
+                    if 0 <= r < H and 0 <= c < W:
+                        v = x[:, :, r, c]
+                        upd = v > best
+                        best, at = np.where(upd, v, best), np.where(upd, r * W + c, at)
+            val[:, :, i, j], idx[:, :, i, j] = best, at
+    return val, idx
+
+
+def avg_pool_ceil_ref(x, k, s, p, include, divisor=None):
+    N, C, H, W = x.shape
+    oh, ow = _pool_out(H, k[0], s[0], p[0], 1, True), _pool_out(W, k[1], s[1], p[1], 1, True)
+    out = np.zeros((N, C, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = i * s[0] - p[0], j * s[1] - p[1]
+            h1, w1 = min(h0 + k[0], H + p[0]), min(w0 + k[1], W + p[1])
+            size = (h1 - h0) * (w1 - w0)
+            h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, H), min(w1, W)
+            tot = x[:, :, h0:h1, w0:w1].sum((2, 3))
+            out[:, :, i, j] = tot / (divisor or (size if include else (h1 - h0) * (w1 - w0)))
+    return out
+
+
+@pytest.mark.parametrize("cfg", [((3, 3), (2, 2), (1, 1), (1, 1)), ((2, 2), (2, 2), (0, 0), (1, 1)),
+                                 ((3, 3), (3, 3), (1, 1), (2, 2)), ((2, 3), (2, 1), (1, 0), (1, 1))])
+def test_max_pool2d_ceil_mode_and_indices(cfg):
+    k, s, p, d = cfg
+    x = RNG.standard_normal((2, 3, 7, 8))
+    for ceil in (False, True):
+        val, idx = F.max_pool2d(f64(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
+        wv, wi = max_pool_ref(x, k, s, p, d, ceil)
+        close64(val, wv)
+        assert idx.dtype == np.int32 and np.array_equal(idx.numpy(), wi)
+    close64(F.max_pool2d(f64(x), k, s, p, d, ceil_mode=True), max_pool_ref(x, k, s, p, d, True)[0])
+    check_grads(lambda a: F.max_pool2d(a, k, s, p, d, ceil_mode=True), (f64(x[:1, :1]),), order=1)
+
+
+@pytest.mark.parametrize("include", [True, False])
+def test_avg_pool2d_ceil_mode(include):
+    x = RNG.standard_normal((2, 3, 7, 8))
+    for k, s, p in [((3, 3), (2, 2), (1, 1)), ((2, 3), (2, 1), (1, 0)), ((2, 2), (3, 3), (0, 0))]:
+        close64(F.avg_pool2d(f64(x), k, s, p, ceil_mode=True, count_include_pad=include),
+                avg_pool_ceil_ref(x, k, s, p, include))
+    close64(F.avg_pool2d(f64(x), 3, 2, 1, ceil_mode=True, divisor_override=2),
+            avg_pool_ceil_ref(x, (3, 3), (2, 2), (1, 1), True, divisor=2))
+    check_grads(lambda a: F.avg_pool2d(a, 3, 2, 1, ceil_mode=True, count_include_pad=include),
+                (f64(x[:1, :1]),), order=1)

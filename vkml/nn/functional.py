@@ -218,7 +218,8 @@ def _class_last(name: str, logits: Any) -> tuple[Array, int]:
     return logp, x.shape[cls]
 
 
-def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean", ignore_index: int = -100) -> Array:
+def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean", ignore_index: int = -100, *,
+             weight: Any = None) -> Array:
     """Negative log-likelihood of integer labels under log-probabilities (class axis 1, or 0
     for a single unbatched example); as cross_entropy without the log_softmax (labels
     checked in the same way).
@@ -233,12 +234,18 @@ def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean", ignore_index:
         raise ShapeError("nll_loss: log_probs must have a class axis, got a 0-d array")
     if lp.ndim >= 3:
         lp = vnp.moveaxis(lp, 1, -1)
-    return _nll(lp, lp.shape[-1], labels, reduction, 0.0, ignore_index, "nll_loss", shown)
+    return _nll(lp, lp.shape[-1], labels, reduction, 0.0, ignore_index, "nll_loss", shown, weight)
 
 
 def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ignore_index: int,
-         name: str, shown: tuple) -> Array:
+         name: str, shown: tuple, weight: Any = None) -> Array:
     labels = vnp.asarray(labels)
+    if weight is not None:
+        # PyTorch's per-class rescaling: each term scaled by its class's weight, and a
+        # "mean" over class labels divides by the summed weights of the labels it counts
+        weight = vnp.asarray(weight).astype(logp.dtype)
+        if weight.shape != (C,):
+            raise ShapeError(f"{name}: weight must have shape ({C},), one per class, got {weight.shape}")
     want = logp.shape[:-1]
     if dt.is_float(labels.dtype):
         # class probabilities, same layout as the logits
@@ -250,6 +257,8 @@ def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ign
             t = vnp.moveaxis(t, 1, -1)
         if smoothing:
             t = t * (1.0 - smoothing) + smoothing / C
+        if weight is not None:
+            t = t * weight
         return _reduction(name, -vnp.sum(t * logp, axis=-1), reduction)
     if labels.dtype != dt.int32:
         raise DTypeError(f"{name}: labels must be int32 class indices (or float class "
@@ -259,22 +268,27 @@ def _nll(logp: Array, C: int, labels: Any, reduction: str, smoothing: float, ign
                          f"{shown}; expected labels of shape {want} (one class index per example)")
     labels = check_index(name, labels, C, None, negative=False, ignore=int(ignore_index))
     hit = vnp.equal(vnp.expand_dims(labels, -1), vnp.arange(C))
-    loss = -vnp.sum(vnp.where(hit, logp, 0.0), axis=-1)
+    wlogp = logp if weight is None else logp * weight
+    loss = -vnp.sum(vnp.where(hit, wlogp, 0.0), axis=-1)
     if smoothing:
-        loss = loss * (1.0 - smoothing) - vnp.mean(logp, axis=-1) * smoothing
+        loss = loss * (1.0 - smoothing) - vnp.mean(wlogp, axis=-1) * smoothing
     valid = vnp.not_equal(labels, int(ignore_index))
     loss = vnp.where(valid, loss, 0.0)
-    return _reduction(name, loss, reduction, vnp.sum(valid.astype(loss.dtype)))
+    if weight is None:
+        return _reduction(name, loss, reduction, vnp.sum(valid.astype(loss.dtype)))
+    label_w = vnp.sum(vnp.where(vnp.logical_and(hit, vnp.expand_dims(valid, -1)), weight, 0.0), axis=-1)
+    return _reduction(name, loss, reduction, vnp.sum(label_w))
 
 
 def cross_entropy(logits: Any, labels: Any, reduction: str = "mean", label_smoothing: float = 0.0,
-                  ignore_index: int = -100) -> Array:
+                  ignore_index: int = -100, *, weight: Any = None) -> Array:
     """Softmax cross-entropy, PyTorch's `F.cross_entropy`.
 
     logits: (N, C), (C,) or (N, C, d1, ...) (class axis 1). labels: int32 class indices of
     shape (N,), () or (N, d1, ...), or float class probabilities of the logits' shape.
     label_smoothing mixes the target with the uniform distribution; labels equal to
-    ignore_index contribute nothing, and "mean" averages over the others. A concrete label
+    ignore_index contribute nothing, and "mean" averages over the others. weight (C,)
+    rescales each class's terms, and "mean" then divides by the labels' summed weights. A concrete label
     outside [0, C) (other than ignore_index) raises IndexError, as PyTorch does; a traced
     one (jit, grad, vmap) selects no class and contributes only the smoothing term, unless
     `vkml.debug.checks` is on (then the device checks it).
@@ -288,7 +302,7 @@ def cross_entropy(logits: Any, labels: Any, reduction: str = "mean", label_smoot
     logp, C = _class_last("cross_entropy", logits)
     shown = vnp.asarray(logits).shape
     return _nll(logp, C, labels, reduction, float(label_smoothing), ignore_index, "cross_entropy",
-                shown)
+                shown, weight)
 
 
 def mse_loss(pred: Any, target: Any, reduction: str = "mean") -> Array:
@@ -411,19 +425,25 @@ def _pool_args(name: str, kernel_size, stride, padding, dilation=1):
 
 
 def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
-               ceil_mode: bool = False) -> Array:
+               ceil_mode: bool = False, return_indices: bool = False) -> Array:
     """Max over sliding windows of NCHW (or CHW) input; stride defaults to kernel_size and
-    padding counts as -inf.
+    padding counts as -inf. ceil_mode rounds the output size up (torch's rule: the last
+    window starts inside the input or its left padding); return_indices also returns,
+    as int32, the flat index h * W + w of each maximum in its input plane.
 
     >>> max_pool2d(vnp.ones((1, 1, 4, 4)), 2).shape
     (1, 1, 2, 2)
     """
-    if ceil_mode:
-        raise NotImplementedError("max_pool2d: ceil_mode=True is not supported; pad the input")
     x = vnp.asarray(x)
     # the max of integers is an integer: int32 (and bool, as int32) keep an integer dtype
     x, unbatched = _batched4("max_pool2d", x.astype(dt.int32) if x.dtype == dt.bool_ else x)
     k, st, p, d = _pool_args("max_pool2d", kernel_size, stride, padding, dilation)
+    if ceil_mode or return_indices:
+        from .sampling import max_pool2d_full
+        out = max_pool2d_full(x, k, st, p, d, ceil_mode, return_indices)
+        if not return_indices:
+            return out[0] if unbatched else out
+        return (out[0][0], out[1][0]) if unbatched else out
     y = bind(OpKind.MaxPool2d, [x], kernel=k, stride=st, padding=p, dilation=d)
     return y[0] if unbatched else y
 
@@ -434,14 +454,18 @@ def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
     """Mean over sliding windows of NCHW (or CHW) input (zero padding), by Im2Col + sum.
 
     count_include_pad=False divides each window by the number of real (unpadded) elements.
+    ceil_mode rounds the output size up, as torch (a window past the padded input divides
+    by what it covers).
 
     >>> avg_pool2d(vnp.ones((1, 1, 4, 4)), 2).numpy().tolist()
     [[[[1.0, 1.0], [1.0, 1.0]]]]
     """
-    if ceil_mode:
-        raise NotImplementedError("avg_pool2d: ceil_mode=True is not supported; pad the input")
     x, unbatched = _batched4("avg_pool2d", _float(x, "avg_pool2d"))
     k, st, p, d = _pool_args("avg_pool2d", kernel_size, stride, padding)
+    if ceil_mode:
+        from .sampling import avg_pool2d_ceil
+        y = avg_pool2d_ceil(x, k, st, p, count_include_pad, divisor_override)
+        return y[0] if unbatched else y
     N, C, H, W = x.shape
     oh, ow = conv_out("avg_pool2d", H, k[0], st[0], p[0], 1), conv_out("avg_pool2d", W, k[1], st[1], p[1], 1)
     win = dict(kernel=k, stride=st, padding=p, dilation=d)
@@ -590,3 +614,25 @@ def embedding(ids: Any, weight: Any) -> Array:
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be (num_embeddings, embedding_dim), got {weight.shape}")
     return vnp.take(weight, ids.astype(dt.int32), axis=0, _what="embedding")
+
+
+# --------------------------------------------------------------------------- PyTorch's other functions
+# (in modules of their own; exported here under torch.nn.functional's names)
+
+from .activations import (celu, elu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: E402
+                          logsigmoid, mish, relu6, selu, softmin, softplus, softsign)
+from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: E402
+                     cosine_similarity, huber_loss, kl_div, normalize, smooth_l1_loss)
+from . import activations as _activations, losses as _losses  # noqa: E402
+
+__all__ += _activations.__all__ + _losses.__all__
+from .attention import scaled_dot_product_attention  # noqa: E402
+from .convs import conv1d, conv_transpose1d, conv_transpose2d  # noqa: E402
+from .norms import group_norm, instance_norm, rms_norm  # noqa: E402
+from . import attention as _attention, convs as _convs, norms as _norms  # noqa: E402
+
+__all__ += _attention.__all__ + _convs.__all__ + _norms.__all__
+from .sampling import adaptive_avg_pool2d, interpolate, pad  # noqa: E402
+from . import sampling as _sampling  # noqa: E402
+
+__all__ += _sampling.__all__

@@ -432,3 +432,19 @@ class Sequential(Module):
     def append(self, layer: Module) -> "Sequential":
         self.layers.append(layer if isinstance(layer, Module) else Lambda(layer))
         return self
+
+
+# --------------------------------------------------------------------------- more of torch.nn (nn/layers.py)
+
+from .layers import (CELU, ELU, GLU, SELU, Conv1d, ConvTranspose1d, ConvTranspose2d,  # noqa: E402
+                     GroupNorm, Hardsigmoid, Hardswish, Hardtanh, InstanceNorm2d, LeakyReLU,
+                     LogSigmoid, LogSoftmax, Mish, ModuleDict, ModuleList, MultiheadAttention,
+                     ReLU6, RMSNorm, Softmax, Softmin, Softplus, Softsign, AdaptiveAvgPool2d,
+                     Upsample)
+from . import layers as _layers  # noqa: E402
+
+__all__ += _layers.__all__
+from .recurrent import GRU, GRUCell, LSTM, LSTMCell  # noqa: E402
+from . import recurrent as _recurrent  # noqa: E402
+
+__all__ += _recurrent.__all__
