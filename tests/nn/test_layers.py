@@ -35,7 +35,8 @@ def load(m, state):
     assert sorted(own) == sorted(state), (sorted(own), sorted(state))
     for k, v in state.items():
         assert tuple(own[k].shape) == v.shape, (k, own[k].shape, v.shape)
-    return m.load_state_dict({k: f64(v) for k, v in state.items()})
+    m.load_state_dict({k: f64(v) for k, v in state.items()})   # in place, as torch's
+    return m
 
 
 # --------------------------------------------------------------------------- attention
