@@ -1941,3 +1941,9 @@ def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy")
     if not sparse:
         out = broadcast_arrays(*out)
     return tuple(out)   # copy is moot: vkml arrays are immutable
+
+
+# sorting, selection and running reductions live in their own module
+from .sorting import (argpartition, argsort, cummax, cummin, cumprod, logcumsumexp, median,  # noqa: E402
+                      nancumprod, nancumsum, partition, percentile, quantile, searchsorted, sort,
+                      unique)
