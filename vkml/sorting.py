@@ -187,7 +187,8 @@ def _quantile(name: str, a, q, axis, method: str, keepdims: bool, scale: float) 
     a = vnp.asarray(a)
     if not dt.is_float(a.dtype):
         a = a.astype(dt.float32)
-    qa = vnp.asarray(q)
+    # q in a's dtype from the start: a Python 0.3 made float32 first would be off in float64
+    qa = q if isinstance(q, Array) else vnp.asarray(_np.asarray(q, _np.float64), a.dtype)
     if not qa.is_traced:
         qv = _np.asarray(qa.numpy(), _np.float64)
         if qv.size and not (_np.all(qv >= 0) and _np.all(qv <= scale)):
