@@ -179,7 +179,7 @@ def scratch_bytes(node, profile=None, **_) -> int:
     >>> f32 = [NS(dtype=np.float32)]
     >>> scratch_bytes(NS(shape=(3, 5000), attrs={"axis": 1}, inputs=f32)), \\
     ...     scratch_bytes(NS(shape=(3, 1000), attrs={"axis": 1}, inputs=f32))
-    (120320, 0)
+    (240640, 0)
     """
     A, N, B = rows_of(node.shape, node.attrs["axis"])
     if N <= LW_MAX or A * B == 0:
