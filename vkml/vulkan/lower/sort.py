@@ -27,7 +27,8 @@ from ..memory import ALIGN
 from ..program import Meta, Program
 from .scan import rows_of
 
-LW_MAX = 1024           # elements a workgroup sorts in shared memory (LW_MAX / 2 threads)
+LW_MAX = 1024           # elements a workgroup sorts in shared memory
+PAIRS = {"cpu": 8, "gpu": 1}   # pairs each invocation compares per step, by profile layout
 
 
 def _pow2(n: int) -> int:
@@ -59,16 +60,19 @@ def before_glsl(T: str, descending: bool) -> str:
 
 
 @lru_cache(maxsize=1024)
-def local_program(T: str, descending: bool, LW: int, final: bool) -> Program:
+def local_program(T: str, descending: bool, LW: int, final: bool, R: int = 1) -> Program:
     """Sort segments of P elements (meta P, a power of two dividing LW) in shared memory,
-    LW / P of them per workgroup; segment s is block s % nblk of row s / nblk. final: the
-    row is one segment, write its permutation to out (strided as the input); else write
-    the sorted (key, position) pairs to skey/sidx, rows contiguous.
+    LW / P of them per workgroup; segment s is block s % nblk of row s / nblk. Each of the
+    LW / (2R) invocations compares R pairs per step (R > 1 on a CPU device: fewer
+    invocations meet at each barrier). final: the row is one segment, write its
+    permutation to perm (strided as the input); else write the sorted (key, position)
+    pairs to okey/oidx, rows contiguous.
 
-    >>> local_program("float", False, 1024, True).local_size
-    512
+    >>> local_program("float", False, 1024, True).local_size, local_program("float", False, 1024, True, 8).local_size
+    (512, 64)
     """
-    p = Program("ArgSort_local", local_size=max(LW // 2, 1))
+    H = max(LW // (2 * R), 1)
+    p = Program("ArgSort_local", local_size=H)
     p.meta = Meta(("rows", 1), ("N", 1), ("B", 1), ("P", 1), ("nblk", 1))
     if final:
         out = p.buffer("perm", "int")
@@ -77,47 +81,46 @@ def local_program(T: str, descending: bool, LW: int, final: bool) -> Program:
     x = p.buffer("src", T, readonly=True)
     sk, si = p.shared("sk", T, LW), p.shared("si", "int", LW)
     p.add(before_glsl(T, descending), names=("before",))
-    H = max(LW // 2, 1)
-    load, store = [], []
-    for e in ("t", f"t + {H}"):
-        load += ["{",
-                 f"  int e = {e}; int seg = w * G + e / P; int pos = e % P;",
-                 "  int row = seg / nblk; int i = (seg - row * nblk) * P + pos;",
-                 "  int a = row / B; int b = row - a * B;",
-                 f"  {T} k = {T}(0);",
-                 f"  if (seg < nseg && i < N) k = {T}({x}[(a * N + i) * B + b]);",
-                 f"  {sk}[e] = k; {si}[e] = i;",
-                 "}"]
-        store += ["{",
-                  f"  int e = {e}; int seg = w * G + e / P; int pos = e % P;",
-                  "  int row = seg / nblk; int i = (seg - row * nblk) * P + pos;",
-                  "  if (seg < nseg && i < N) {"]
-        if final:
-            store += ["    int a = row / B; int b = row - a * B;",
-                      f"    {out}[(a * N + i) * B + b] = {si}[e];"]
-        else:
-            store += [f"    {okey}[row * N + i] = {sk}[e]; {oidx}[row * N + i] = {si}[e];"]
-        store += ["  }", "}"]
+    place = ["  int seg = w * G + e / P; int pos = e % P;",
+             "  int row = seg / nblk; int i = (seg - row * nblk) * P + pos;"]
+    if final:
+        put = ["    int a = row / B; int b = row - a * B;",
+               f"    {out}[(a * N + i) * B + b] = {si}[e];"]
+    else:
+        put = [f"    {okey}[row * N + i] = {sk}[e]; {oidx}[row * N + i] = {si}[e];"]
     p.main(f"int rows = {p.m('rows')}; int N = {p.m('N')}; int B = {p.m('B')}; int P = {p.m('P')}; "
            f"int nblk = {p.m('nblk')};",
            f"int G = {LW} / P; int nseg = rows * nblk;",
-           "int w = int(group_id()); int t = int(lidx());",
-           *load,
+           "int w = int(group_id()); int l = int(lidx());",
+           f"for (int e = l; e < {LW}; e += {H}) {{",
+           *place,
+           "  int a = row / B; int b = row - a * B;",
+           f"  {T} k = {T}(0);",
+           f"  if (seg < nseg && i < N) k = {T}({x}[(a * N + i) * B + b]);",
+           f"  {sk}[e] = k; {si}[e] = i;",
+           "}",
            "for (int k = 2; k <= P; k <<= 1) {",
            "  for (int j = k >> 1; j > 0; j >>= 1) {",
            "    memoryBarrierShared(); barrier();",
-           "    int lo = (t / j) * 2 * j + (t % j); int hi = lo + j;",
-           "    // ascending where (lo & k) == 0, except that the last merge of every segment",
-           "    // is ascending (segments side by side would alternate)",
-           "    bool up = k == P || (lo & k) == 0;",
-           f"    {T} ka = {sk}[lo], kb = {sk}[hi]; int ia = {si}[lo], ib = {si}[hi];",
-           "    if (up ? before(kb, ib, ka, ia, N) : before(ka, ia, kb, ib, N)) {",
-           f"      {sk}[lo] = kb; {sk}[hi] = ka; {si}[lo] = ib; {si}[hi] = ia;",
+           f"    for (int t = l; t < {LW // 2}; t += {H}) {{",
+           "      int lo = (t / j) * 2 * j + (t % j); int hi = lo + j;",
+           "      // ascending where (lo & k) == 0, except that the last merge of every segment",
+           "      // is ascending (segments side by side would alternate)",
+           "      bool up = k == P || (lo & k) == 0;",
+           f"      {T} ka = {sk}[lo], kb = {sk}[hi]; int ia = {si}[lo], ib = {si}[hi];",
+           "      if (up ? before(kb, ib, ka, ia, N) : before(ka, ia, kb, ib, N)) {",
+           f"        {sk}[lo] = kb; {sk}[hi] = ka; {si}[lo] = ib; {si}[hi] = ia;",
+           "      }",
            "    }",
            "  }",
            "}",
            "memoryBarrierShared(); barrier();",
-           *store)
+           f"for (int e = l; e < {LW}; e += {H}) {{",
+           *place,
+           "  if (seg < nseg && i < N) {",
+           *put,
+           "  }",
+           "}")
     return p
 
 
@@ -203,10 +206,11 @@ def lower(node, ins, out, ctx) -> None:
         return
     T = dt.glsl_type(x.dtype)
     desc = bool(node.attrs["descending"])
+    R = PAIRS[ctx.profile.layout]
     if N <= LW_MAX:
         P = _pow2(N)
         LW = min(LW_MAX, max(P, 2, _pow2(rows * P)))
-        k = ctx.kernel(local_program(T, desc, LW, True))
+        k = ctx.kernel(local_program(T, desc, LW, True, min(R, max(LW // 2, 1))))
         meta = {"rows": rows, "N": N, "B": B, "P": P, "nblk": 1}
         ctx.dispatch(k, meta, [out, x], groups=-(-rows * P // LW))
         return
@@ -217,7 +221,7 @@ def lower(node, ins, out, ctx) -> None:
     keys = [sc.sub(0, total * isz, (total,), x.dtype), sc.sub(k1, total * isz, (total,), x.dtype)]
     idx = [sc.sub(i0, 4 * total, (total,), dt.int32), sc.sub(i1, 4 * total, (total,), dt.int32)]
     nblk = -(-N // LW_MAX)
-    k = ctx.kernel(local_program(T, desc, LW_MAX, False))
+    k = ctx.kernel(local_program(T, desc, LW_MAX, False, R))
     ctx.dispatch(k, {"rows": rows, "N": N, "B": B, "P": LW_MAX, "nblk": nblk},
                  [keys[0], idx[0], x], groups=rows * nblk)
     cur, w = 0, LW_MAX
