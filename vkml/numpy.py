@@ -2086,3 +2086,7 @@ from .indexing import (argwhere, flatnonzero, nonzero, put_along_axis, take,  # 
 
 for _f in (argwhere, flatnonzero, nonzero, put_along_axis, take, take_along_axis):
     _f.__module__ = __name__
+# sorting, selection and running reductions live in their own module
+from .sorting import (argpartition, argsort, cummax, cummin, cumprod, logcumsumexp, median,  # noqa: E402
+                      nancumprod, nancumsum, partition, percentile, quantile, searchsorted, sort,
+                      unique)

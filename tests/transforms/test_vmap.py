@@ -77,6 +77,10 @@ CASES: dict[K, list[Case]] = {
     K.ArgMin: [Case(u(K.ArgMin, axes=(1,), keepdims=True), [a(B, 3, 4, dtype=I32, lo=-9, hi=9)],
                     exact=True)],
     K.Cumsum: [Case(u(K.Cumsum, axis=1), [a(B, 2, 5)]), Case(u(K.Cumsum, axis=0), [a(4, B)], in_axes=-1)],
+    # ties (integer values) and the descending attribute carried over to the batched node
+    K.ArgSort: [Case(u(K.ArgSort, axis=1, descending=True), [a(B, 2, 5, dtype=I32, lo=-2, hi=2)],
+                     exact=True),
+                Case(u(K.ArgSort, axis=0, descending=False), [a(7, B)], in_axes=-1, exact=True)],
     K.Softmax: [Case(u(K.Softmax, axis=0), [a(B, 4, 3)])],
     K.LogSoftmax: [Case(u(K.LogSoftmax, axis=1), [a(B, 2, 6, dtype=F64)])],
     # movement
@@ -110,7 +114,7 @@ CASES: dict[K, list[Case]] = {
                    Case(b(K.ScatterAdd, axis=0, size=2), [a(B, 6, dtype=I32), a(B, 6, dtype=I32, lo=-2, hi=2)],
                         name="int", exact=True)],
     K.CheckIndex: [Case(u(K.CheckIndex, size=4, negative=True, ignore=None, what="t", axis=0),
-                        [a(B, 3, dtype=I32, lo=-4, hi=4)], exact=True)],
+                        [a(B, 3, dtype=I32, lo=-4, hi=3)], exact=True)],
     K.MatMul: [Case(b(K.MatMul), [a(B, 2, 3), a(3, 4)], (0, None), name="shared-rhs"),
                Case(b(K.MatMul), [a(2, 3), a(B, 3, 4)], (None, 0), name="shared-lhs"),
                Case(b(K.MatMul), [a(B, 2, 3, dtype=F64), a(B, 3, 4, dtype=F64)], name="both"),

@@ -40,6 +40,8 @@ class OpKind(enum.Enum):
     # reductions and scans
     Sum = "Sum"; Mean = "Mean"; Max = "Max"; Min = "Min"; Prod = "Prod"; ArgMax = "ArgMax"
     ArgMin = "ArgMin"; Cumsum = "Cumsum"
+    # sorting
+    ArgSort = "ArgSort"
     # movement
     Reshape = "Reshape"; Permute = "Permute"; Expand = "Expand"; Slice = "Slice"; Pad = "Pad"
     Concat = "Concat"; Flip = "Flip"
@@ -438,6 +440,28 @@ for _k, _doc in [(OpKind.Softmax, "exp(x - max) / sum(exp(x - max)) along `axis`
              dtype_rule=_unary_dtype(_k.value, dt.FLOATS), dtypes=dt.FLOATS, kernel="softmax",
              grad=Grad.RULE, doc=_doc + ", numerically stable.", family="reduce")
 
+def _argsort_shape(s, a):
+    if not isinstance(a["descending"], bool):
+        raise ShapeError(f"ArgSort: descending {a['descending']!r} must be a bool")
+    return _axis_shape("ArgSort")(s, a)
+
+
+def _argsort_dtype(d, a):
+    _need("ArgSort", d, dt.ALL)
+    return dt.int32
+
+
+# One operator for the permutation only, not values and positions: a graph node has one
+# output, and the values are then a gather (IndexSelect) through it, so sort's gradient
+# is IndexSelect's rule (a ScatterAdd of the cotangent), every order, with no new adjoint.
+_declare(OpKind.ArgSort, arity=1, attrs=("axis", "descending"), shape_rule=_argsort_shape,
+         dtype_rule=_argsort_dtype, dtypes=dt.ALL, kernel="sort", grad=Grad.DISCONTINUOUS,
+         doc="The stable sorting permutation along `axis` as int32 positions: "
+             "x[out[j]] is ascending (descending when `descending`), equal keys keep their "
+             "order; NaN sorts after every number (before, descending: the reverse of "
+             "ascending order with ties kept, as jnp.argsort), -0.0 equals 0.0, as NumPy.",
+         family="reduce")
+
 # --------------------------------------------------------------------------- movement
 
 
@@ -764,6 +788,7 @@ _SHAPE_OVERRIDES = {
     OpKind.Arange: "(n,)",
     OpKind.Rand: "`shape` attribute (key must be (2,))",
     OpKind.Cumsum: "same as the input",
+    OpKind.ArgSort: "same as the input",
     OpKind.Softmax: "same as the input",
     OpKind.LogSoftmax: "same as the input",
     OpKind.Reshape: "`shape` (same number of elements)",

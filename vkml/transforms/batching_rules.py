@@ -99,7 +99,7 @@ def _reduce(ctx, n, ins, bat):
 
 
 def _along_axis(ctx, n, ins, bat):
-    return ctx.op(n.op, ins[0], axis=n.attrs["axis"] + 1)
+    return ctx.op(n.op, ins[0], **{**n.attrs, "axis": n.attrs["axis"] + 1})
 
 
 # --------------------------------------------------------------------------- movement
@@ -264,7 +264,7 @@ BATCH_RULES: dict[K, Rule] = {
     K.Rand: _rand,
     **{k: _elementwise for k in _ELEMENTWISE},
     **{k: _reduce for k in (K.Sum, K.Mean, K.Max, K.Min, K.Prod, K.ArgMax, K.ArgMin)},
-    K.Cumsum: _along_axis, K.Softmax: _along_axis, K.LogSoftmax: _along_axis,
+    K.Cumsum: _along_axis, K.ArgSort: _along_axis, K.Softmax: _along_axis, K.LogSoftmax: _along_axis,
     K.Reshape: _reshape,
     K.Permute: _permute,
     K.Expand: _expand,
