@@ -267,12 +267,12 @@ def _host(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint8) if a.dtype == np.bool_ else a
 
 
-def _reduce_leaves(leaves: list[Array], op: str, bucket_bytes: int = BUCKET_BYTES) -> list[Array]:
+def _reduce_leaves(leaves: list[Array], op: str) -> list[Array]:
     w = _get()
     if w.size == 1:     # the identity (a mean over one process included)
         return list(leaves)
     out: list = [None] * len(leaves)
-    for idx in _buckets(leaves, bucket_bytes):
+    for idx in _buckets(leaves, BUCKET_BYTES):
         dtype = leaves[idx[0]].dtype
         shapes = tuple(tuple(leaves[i].shape) for i in idx)
         buf = _host(_pack(*[leaves[i] for i in idx]).numpy())       # one readback per bucket
