@@ -267,21 +267,108 @@ def _host(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint8) if a.dtype == np.bool_ else a
 
 
+class _At:
+    """A place in a staging buffer, as a copy command takes it (block and offset)."""
+    __slots__ = ("block", "offset")
+
+    def __init__(self, buf, offset: int):
+        self.block, self.offset = buf.block, buf.offset + offset
+
+
+_copier: list = []     # one CopyCommands, kept alive: its command buffer dies with it
+
+
+def _copy(pairs) -> None:
+    from .vulkan import runtime
+    from .vulkan.transfer import CopyCommands
+    rt = runtime.get()
+    with rt.dev.lock:
+        if not _copier:
+            _copier.append(CopyCommands(rt))
+        rt.submit([_copier[0].record(pairs)])
+
+
+def _store(dtype) -> np.dtype | None:
+    """The NumPy dtype of dtype's bytes on the device (bool is int32 there), or None
+    where those bytes are not that dtype's NumPy bytes."""
+    from .trace import dtypes as dt
+    if np.dtype(dtype) == np.bool_:
+        return np.dtype(np.int32)
+    return np.dtype(dtype) if np.dtype(dtype).itemsize == dt.itemsize(dtype) else None
+
+
+class _Staged:
+    """One bucket's leaves side by side in a host-visible staging buffer, copied there by
+    one submission; `host` is that memory as a NumPy array (MPI reads and writes it in
+    place), `upload()` copies it out into one new device buffer per leaf (one submission)."""
+
+    def __init__(self, leaves: Sequence[Array], store: np.dtype, rows: int = 1, fill: bool = True):
+        from .vulkan import runtime
+        self.rt = runtime.get()
+        self.leaves = leaves
+        self.sizes = [l.size * store.itemsize for l in leaves]
+        self.total = sum(self.sizes)
+        self.rows = rows
+        self.st = self.rt.allocator.alloc(max(1, self.total * rows), "staging", host=True)
+        raw = self.st.block.mapped[self.st.offset:self.st.offset + self.total * rows]
+        self.host = raw.view(store).reshape(rows, -1) if rows > 1 else raw.view(store)
+        if fill:
+            self._gather()
+
+    def _gather(self) -> None:
+        pairs, off = [], 0
+        for l, n in zip(self.leaves, self.sizes):
+            if n:
+                pairs.append((l._buf, _At(self.st, off), n))
+            off += n
+        if pairs:
+            _copy(pairs)
+
+    def upload(self, what: str) -> list[Array]:
+        """One array per leaf (with a leading axis of `rows` when rows > 1; the staged
+        bytes are row-major (rows, total), so each leaf's rows are strided)."""
+        out, pairs, off = [], [], 0
+        for l, n in zip(self.leaves, self.sizes):
+            buf = self.rt.allocator.alloc(n * self.rows, what)
+            for r in range(self.rows):
+                if n:
+                    pairs.append((_At(self.st, r * self.total + off), _At(buf, r * n), n))
+            shape = ((self.rows,) if self.rows > 1 else ()) + tuple(l.shape)
+            out.append(Array._concrete(buf, shape, l.dtype))
+            off += n
+        if pairs:
+            _copy(pairs)
+        self.st.release()
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def _scaler(n: int) -> Jitted:
+    return jit(lambda *leaves: [l * (1.0 / n) for l in leaves])
+
+
 def _reduce_leaves(leaves: list[Array], op: str) -> list[Array]:
     w = _get()
     if w.size == 1:     # the identity (a mean over one process included)
         return list(leaves)
+    from mpi4py import MPI
+    if op == "mean":    # scaled on the device first: sum(x / n) is sum(x) / n exactly for n = 2^k
+        leaves = list(_scaler(w.size)(*leaves)) if leaves else []
     out: list = [None] * len(leaves)
     for idx in _buckets(leaves, BUCKET_BYTES):
         dtype = leaves[idx[0]].dtype
-        shapes = tuple(tuple(leaves[i].shape) for i in idx)
-        buf = _host(_pack(*[leaves[i] for i in idx]).numpy())       # one readback per bucket
-        from mpi4py import MPI
-        w.comm.Allreduce(MPI.IN_PLACE, buf, op=_mpi_op(op, dtype))     # one MPI call per bucket
-        if np.dtype(dtype) == np.bool_:
-            buf = buf.view(np.bool_)
-        scale = 1.0 / w.size if op == "mean" else None
-        for i, piece in zip(idx, _unpack(shapes, 0, scale)(vnp.asarray(buf))):   # one upload
+        group = [leaves[i] for i in idx]
+        store = _store(dtype)
+        if store is None:       # no raw bytes: a kernel packs, NumPy's representation moves
+            shapes = tuple(tuple(l.shape) for l in group)
+            buf = _host(_pack(*group).numpy())
+            w.comm.Allreduce(MPI.IN_PLACE, buf, op=_mpi_op(op, dtype))
+            pieces = _unpack(shapes, 0, None)(vnp.asarray(buf))
+        else:
+            staged = _Staged(group, store)                               # one readback
+            w.comm.Allreduce(MPI.IN_PLACE, staged.host, op=_mpi_op(op, dtype))   # one MPI call
+            pieces = staged.upload("all_reduce")                         # one upload
+        for i, piece in zip(idx, pieces):
             out[i] = piece
     return out
 
@@ -341,11 +428,17 @@ def broadcast(tree: Any, root: int = 0) -> Any:
     _agree("broadcast", _describe(treedef, leaves, f"root={root}"))
     out: list = [None] * len(leaves)
     for idx in _buckets(leaves, BUCKET_BYTES):
-        shapes = tuple(tuple(leaves[i].shape) for i in idx)
-        buf = _pack(*[leaves[i] for i in idx]).numpy()
-        host = _host(buf)
-        w.comm.Bcast(host, root=root)
-        for i, piece in zip(idx, _unpack(shapes, 0, None)(vnp.asarray(buf))):
+        group = [leaves[i] for i in idx]
+        store = _store(group[0].dtype)
+        if store is None:
+            buf = _pack(*group).numpy()
+            w.comm.Bcast(_host(buf), root=root)
+            pieces = _unpack(tuple(tuple(l.shape) for l in group), 0, None)(vnp.asarray(buf))
+        else:
+            staged = _Staged(group, store, fill=w.rank == root)
+            w.comm.Bcast(staged.host, root=root)
+            pieces = staged.upload("broadcast")
+        for i, piece in zip(idx, pieces):
             out[i] = piece
     return tree_unflatten(treedef, out)
 
@@ -364,14 +457,22 @@ def all_gather(tree: Any) -> Any:
     _agree("all_gather", _describe(treedef, leaves))
     out: list = [None] * len(leaves)
     for idx in _buckets(leaves, BUCKET_BYTES):
-        shapes = tuple(tuple(leaves[i].shape) for i in idx)
-        buf = _pack(*[leaves[i] for i in idx]).numpy()
-        gathered = np.empty((w.size,) + buf.shape, buf.dtype)
-        if w.size > 1:
-            w.comm.Allgather(_host(buf), _host(gathered))
+        group = [leaves[i] for i in idx]
+        store = _store(group[0].dtype)
+        if store is None or w.size == 1:
+            buf = _pack(*group).numpy()
+            gathered = np.empty((w.size,) + buf.shape, buf.dtype)
+            if w.size > 1:
+                w.comm.Allgather(_host(buf), _host(gathered))
+            else:
+                gathered[0] = buf
+            pieces = _unpack(tuple(tuple(l.shape) for l in group), w.size, None)(vnp.asarray(gathered))
         else:
-            gathered[0] = buf
-        for i, piece in zip(idx, _unpack(shapes, w.size, None)(vnp.asarray(gathered))):
+            send, recv = _Staged(group, store), _Staged(group, store, rows=w.size, fill=False)
+            w.comm.Allgather(send.host, recv.host)
+            send.st.release()
+            pieces = recv.upload("all_gather")
+        for i, piece in zip(idx, pieces):
             out[i] = piece
     return tree_unflatten(treedef, out)
 
