@@ -549,7 +549,10 @@ class _Averaging:
                 "vkml.distributed.data_parallel: a gradient was computed inside a transform "
                 "(a jitted function or vmap called by the step), where it cannot be averaged; "
                 "wrap the jitted step itself: data_parallel(vkml.jit(step))")
-        nodes = [t.lift(vnp.asarray(l)) for l in leaves]
+        n = _get().size
+        # the mean's 1/n inside the first program, where it fuses into the backward kernels;
+        # the all-reduce between the programs is then a sum
+        nodes = [t.lift(vnp.asarray(l) * (1.0 / n) if n > 1 else vnp.asarray(l)) for l in leaves]
         new = [Array._traced(t, t.new_input(n.shape, n.dtype)) for n in nodes]
         self.cuts.append((nodes, [a._node for a in new]))
         return tree_unflatten(treedef, new)
@@ -611,7 +614,10 @@ class _Split:
 
     def run(self, leaves: list[Array]) -> list[Array]:
         ra = run_compiled(self.a, leaves)
-        grads = _reduce_leaves(ra[:self.n_grads], "mean")
+        grads = ra[:self.n_grads]
+        # every rank must reduce the same gradients: an 8-byte all-gather per step
+        _agree("data_parallel", _describe("gradients", grads))
+        grads = _reduce_leaves(grads, "sum")     # already scaled by 1/n in the first program
         front = ra[self.n_grads:self.n_grads + self.n_front]
         a_outs = iter(ra[self.n_grads + self.n_front:])
         b_outs = iter(run_compiled(self.b, leaves + front + grads) if any(self.from_b) else [])
