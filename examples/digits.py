@@ -2,6 +2,8 @@
 
     ./run demo                                   # the README's first command
     python examples/digits.py --epochs 20 --batch_size 64 --lr 3e-3 --device 0
+    mpirun -n 2 python examples/digits.py --distributed    # data-parallel, one device per rank
+                                                 # (as root: mpirun --allow-run-as-root)
 
 The whole training step (forward, backward, Adam) is one `vkml.jit` program: traced once,
 recorded once, replayed every step with one queue submission. Prints the held-out
@@ -24,6 +26,8 @@ flags.DEFINE_integer("seed", 0, "seed for the split, the initialisation and the 
 flags.DEFINE_integer("width", 16, "channels of the first conv layer")
 flags.DEFINE_string("out", "runs/digits", "folder for the checkpoint and the plot")
 flags.DEFINE_boolean("progress", True, "show a tqdm progress bar")
+flags.DEFINE_boolean("distributed", False, "data-parallel over the MPI world (launch with mpirun): "
+                     "--batch_size is the global batch, each rank trains on its shard")
 FLAGS = flags.FLAGS
 
 
@@ -56,9 +60,11 @@ def make_model(width: int, key):
 
 
 def train(epochs: int, batch_size: int, lr: float, seed: int = 0, width: int = 16,
-          progress: bool = True, log=print):
+          progress: bool = True, log=print, distributed: bool = False):
     """Train and return (model, history dict). history: loss per epoch, test accuracy per
-    epoch, images/s, seconds."""
+    epoch, images/s, seconds. distributed: data-parallel over the MPI world
+    (`vkml.distributed`): batch_size is the global batch; gradients are averaged across
+    ranks, so every rank holds the same model."""
     import vkml
     import vkml.numpy as vnp
     import vkml.nn.functional as F
@@ -68,6 +74,10 @@ def train(epochs: int, batch_size: int, lr: float, seed: int = 0, width: int = 1
     n = len(ytr)
     steps_per_epoch = n // batch_size
     model = make_model(width, random.key(seed))
+    if distributed:
+        from vkml import distributed as dist
+        model = dist.broadcast(model, root=0)     # every replica starts from rank 0's weights
+        progress = progress and dist.process_index() == 0
     sched = optim.warmup_cosine_decay_schedule(0.0, lr, steps_per_epoch, epochs * steps_per_epoch, lr * 0.02)
     opt = optim.adam(sched)
     state = opt.init(model)
@@ -81,6 +91,8 @@ def train(epochs: int, batch_size: int, lr: float, seed: int = 0, width: int = 1
         updates, s = opt.update(g, s, m)
         return optim.apply_updates(m, updates), s, loss
 
+    if distributed:
+        step = dist.data_parallel(step)     # gradients averaged between the two programs
     @vkml.jit
     def predict(m, x):
         return vnp.argmax(m(x), axis=1)
@@ -95,19 +107,25 @@ def train(epochs: int, batch_size: int, lr: float, seed: int = 0, width: int = 1
     t0 = time.perf_counter()
     seen = 0
     for epoch in range(epochs):
-        order = rng.permutation(n)
+        if distributed:
+            batches = dist.shard_batches([xtr, ytr], batch_size, seed=seed + 1, epoch=epoch)
+        else:
+            order = rng.permutation(n)
+            batches = ((vnp.asarray(xtr[idx]), vnp.asarray(ytr[idx])) for idx in
+                       (order[b * batch_size:(b + 1) * batch_size] for b in range(steps_per_epoch)))
         losses = []
-        for b in range(steps_per_epoch):
-            idx = order[b * batch_size:(b + 1) * batch_size]
-            model, state, loss = step(model, state, vnp.asarray(xtr[idx]), vnp.asarray(ytr[idx]))
+        for b, (xb, yb) in enumerate(batches):
+            model, state, loss = step(model, state, xb, yb)
             losses.append(loss)
-            seen += len(idx)
+            seen += batch_size
             if bar is not None:
                 bar.update(1)
                 if b % 5 == 0 or b == steps_per_epoch - 1:
                     el = time.perf_counter() - t0
                     bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss):.4f}", img_s=f"{seen / el:,.0f}")
         ep_loss = float(np.mean([float(l) for l in losses]))
+        if distributed:    # each rank's loss is its shard's: the mean over ranks is the batch's
+            ep_loss = float(dist.all_reduce(vnp.asarray(ep_loss)))
         acc = float(np.mean(np.asarray(predict(model, xte_d)) == yte_np))
         hist["loss"].append(ep_loss)
         hist["acc"].append(acc)
@@ -142,8 +160,18 @@ def main(argv):
         os.environ["VKML_DEVICE"] = str(FLAGS.device)
     import vkml
     from vkml.vulkan import runtime
-    print(f"vkml {vkml.__version__} on {runtime.get().dev.summary()}")
-    model, hist = train(FLAGS.epochs, FLAGS.batch_size, FLAGS.lr, FLAGS.seed, FLAGS.width, FLAGS.progress)
+    rank = 0
+    if FLAGS.distributed:
+        from vkml import distributed as dist
+        dist.initialize()               # before the device is chosen: one per local rank
+        rank = dist.process_index()
+        print(f"rank {rank} of {dist.process_count()} on device {dist.local_device()}")
+    if rank == 0:
+        print(f"vkml {vkml.__version__} on {runtime.get().dev.summary()}")
+    model, hist = train(FLAGS.epochs, FLAGS.batch_size, FLAGS.lr, FLAGS.seed, FLAGS.width, FLAGS.progress,
+                        log=print if rank == 0 else (lambda *a: None), distributed=FLAGS.distributed)
+    if rank:
+        return
     out = Path(FLAGS.out)
     out.mkdir(parents=True, exist_ok=True)
     vkml.nn.save(out / "digits_cnn.npz", model)

@@ -18,10 +18,10 @@ from .trace.tracer import LeakedTracerError
 from .vulkan.device import devices
 from .vulkan.memory import OutOfMemoryError
 from . import tree_util
-from . import numpy, random, nn, optim, debug
+from . import numpy, random, nn, optim, debug, distributed
 
 __all__ = ["Tensor", "cat", "stack", "checkpoint", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "no_grad", "remat",
            "stop_gradient", "value_and_grad", "vjp", "Array", "ConcretizationError", "DTypeError", "ShapeError", "LeakedTracerError",
            "OutOfMemoryError",
-           "devices", "jit", "vmap", "make_graph", "tree_util", "numpy", "random", "nn", "optim", "debug"]
+           "devices", "jit", "vmap", "make_graph", "tree_util", "numpy", "random", "nn", "optim", "debug", "distributed"]
 __version__ = "0.1.0"

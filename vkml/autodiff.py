@@ -61,6 +61,28 @@ def _per_arg(sl, nums, argnums, flat: Sequence) -> Any:
     return out[0] if isinstance(argnums, int) else tuple(out)
 
 
+class _GradientHook:
+    """Set by `vkml.distributed.data_parallel`: `fn` sees every gradient pytree that grad,
+    value_and_grad and a vjp's vjp_fn return at the outermost level (not those of a grad
+    nested inside a differentiated function) and returns what the caller gets instead."""
+    fn: Callable | None = None
+    depth = 0                   # > 0 while a differentiated function is being traced
+
+
+@contextlib.contextmanager
+def _inner():
+    _GradientHook.depth += 1
+    try:
+        yield
+    finally:
+        _GradientHook.depth -= 1
+
+
+def _returned(grads: Any) -> Any:
+    fn = _GradientHook.fn
+    return grads if fn is None or _GradientHook.depth else fn(grads)
+
+
 def _check_float_inputs(name: str, nodes: Sequence[Node]) -> None:
     for n in nodes:
         if not dt.is_float(n.dtype):
@@ -86,7 +108,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         else:
             fn = f
         nums = _argnums(argnums, len(args), "grad")
-        graph, out_tree, captured, leaves = trace_flat(fn, args)
+        with _inner():
+            graph, out_tree, captured, leaves = trace_flat(fn, args)
         if has_aux:
             if out_tree.kind is not tuple or len(out_tree.children) != 2:
                 raise TypeError("grad(has_aux=True): f must return a pair (output, aux)")
@@ -109,7 +132,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         res = call_graph(g, leaves + captured)
         outs, gl = res[:len(graph.outputs)], res[len(graph.outputs):]
         value = tree_unflatten(out_tree, outs)
-        gout = _per_arg(sl, nums, argnums, gl)
+        gout = _returned(_per_arg(sl, nums, argnums, gl))
         return (value, gout)
     return wrapped
 
@@ -140,7 +163,8 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     >>> back(vnp.asarray([1.0, 2.0]))[0].numpy().tolist()
     [3.0, 6.0]
     """
-    graph, out_tree, captured, leaves = trace_flat(f, primals)
+    with _inner():
+        graph, out_tree, captured, leaves = trace_flat(f, primals)
     n_main = out_tree.children[0].num_leaves if has_aux else out_tree.num_leaves
     outs = call_graph(simplify(graph), leaves + captured)
     sl = _arg_slices(primals)
@@ -166,7 +190,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
         grads = backward([r for r, _ in float_roots], [s for _, s in float_roots], wrt, graph.keep)
         g = simplify(Graph(list(graph.inputs) + seeds, grads))
         res = call_graph(g, leaves + captured + [c for _, c in seed_inputs])
-        return tuple(tree_unflatten(sl[i][2], res[sl[i][0]:sl[i][1]]) for i in range(len(primals)))
+        return _returned(tuple(tree_unflatten(sl[i][2], res[sl[i][0]:sl[i][1]]) for i in range(len(primals))))
 
     out = tree_unflatten(out_tree, outs)
     if has_aux:
