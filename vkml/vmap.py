@@ -113,10 +113,14 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None
 
     in_axes: an int (the mapped axis of every argument), None (not mapped), or a tuple
     with one entry per positional argument, each an int, None or a pytree prefix of that
-    argument. Keyword arguments are mapped over axis 0. out_axes: where the batch axis
-    goes in each output (an int or a pytree prefix of the output; None only for outputs
-    that do not depend on a mapped argument). Negative axes count from the end.
-    axis_size: the batch size, needed when no argument is mapped.
+    argument. An unmapped (None) leaf reaches f as it is, as in JAX: a Python scalar or
+    string stays one (so it can steer Python control flow), an array is used unbatched.
+    Keyword arguments are always mapped over axis 0. out_axes: where the batch axis goes
+    in each output (an int or a pytree prefix of the output; None only for outputs that
+    do not depend on a mapped argument). Negative axes count from the end. axis_size: the
+    batch size, needed when no argument is mapped. Mapped axes of different sizes, an
+    in_axes that is no prefix of the arguments, or nothing mapped without axis_size
+    raise ValueError naming the arguments.
 
     >>> import vkml, vkml.numpy as vnp
     >>> from vkml.vmap import vmap
@@ -125,6 +129,12 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None
     >>> per_example = vmap(vkml.grad(lambda w, x: (w * x).sum() ** 2), (None, 0))
     >>> per_example(vnp.ones(2), vnp.asarray([[1.0, 0.0], [1.0, 1.0]])).numpy().tolist()
     [[2.0, 0.0], [4.0, 4.0]]
+    >>> def poly(x, n):
+    ...     return x ** n if n > 1 else x
+    >>> vmap(poly, in_axes=(0, None))(vnp.asarray([1.0, 2.0, 3.0]), 2).numpy().tolist()
+    [1.0, 4.0, 9.0]
+    >>> vmap(lambda x, scale: x * scale)(vnp.ones((2, 1)), scale=vnp.asarray([[1.0], [5.0]])).shape
+    (2, 1)
     """
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
