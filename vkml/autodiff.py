@@ -130,7 +130,8 @@ def _check_float_inputs(name: str, nodes: Sequence[Node]) -> None:
 def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """A function returning (f(*args), gradient of f with respect to args[argnums]).
 
-    f must return a float scalar (or (scalar, aux) with has_aux=True).
+    f must return a float scalar (or (scalar, aux) with has_aux=True). argnums, and the
+    arguments outside it reaching f as they are, as in `grad`.
 
     >>> import vkml, vkml.numpy as vnp
     >>> v, g = vkml.value_and_grad(lambda x: (x ** 2).sum())(vnp.asarray([1.0, 2.0]))
@@ -320,7 +321,8 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     outputs, so every row comes from one batched backward pass (the graph and the number
     of kernel dispatches do not grow with the output size).
 
-    Result leaves have shape out.shape + in.shape (JAX's layout).
+    Result leaves have shape out.shape + in.shape (JAX's layout). As in `grad`, the
+    arguments outside argnums (and keyword arguments) reach f as they are, untraced.
 
     >>> import vkml, vkml.numpy as vnp
     >>> vkml.jacrev(lambda x: x * 2.0)(vnp.ones(2)).numpy().tolist()
@@ -381,6 +383,8 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     >>> import vkml, vkml.numpy as vnp
     >>> vkml.jacfwd(lambda x: x * x)(vnp.asarray([1.0, 2.0])).numpy().tolist()
     [[2.0, 0.0], [0.0, 4.0]]
+    >>> vkml.jacfwd(lambda x, n: x ** n if n > 1 else x)(vnp.asarray([1.0, 2.0]), 3).numpy().tolist()
+    [[3.0, 0.0], [0.0, 12.0]]
     """
 
     @functools.wraps(f)
