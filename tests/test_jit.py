@@ -11,7 +11,7 @@ import vkml
 import vkml.numpy as vnp
 import vkml.random as vr
 from vkml import nn, optim
-from vkml.jit import DonatedArrayError
+from vkml.jit import DonatedArrayError, StaticArgumentError
 from vkml.nn import functional as F
 from vkml.tree_util import tree_leaves, tree_map
 from vkml.vulkan import compiled as compiled_mod
@@ -526,3 +526,142 @@ def test_memory_plan_forward_backward_two_largest_layers():
     arena_bound, bound, lo = _fb_bound()
     assert lo.arena_bytes <= arena_bound, (lo.arena_bytes / S, arena_bound / S)
     assert lo.peak_bytes <= bound
+
+
+# --------------------------------------------------------------------------- static names, keywords
+
+
+def _steps(x, n, mode="sin"):
+    seen = (type(n), mode)
+    y = x
+    for _ in range(n):
+        y = vnp.sin(y) if mode == "sin" else vnp.cos(y)
+    return y, seen
+
+
+def _steps_np(x, n, mode="sin"):
+    for _ in range(n):
+        x = np.sin(x) if mode == "sin" else np.cos(x)
+    return x
+
+
+def test_static_argnames_by_name_and_by_position():
+    calls = []
+
+    def f(x, n, mode="sin"):
+        y, seen = _steps(x, n, mode)
+        calls.append(seen)
+        return y
+    x = arr(4, dtype=np.float64)
+    jf = vkml.jit(f, static_argnames=("n", "mode"))
+    assert jf.static_argnums == (1, 2) and jf.static_argnames == ("mode", "n")
+    for args, kw in [((x,), dict(n=2)), ((x,), dict(n=2)), ((x,), dict(n=3, mode="cos")),
+                     ((x, 3), dict(mode="cos")), ((x, 3, "cos"), {}), ((x, 3, "cos"), {})]:
+        full = dict(zip(("n", "mode"), args[1:]), **kw)
+        np.testing.assert_allclose(jf(*args, **kw).numpy(), _steps_np(x.numpy(), **full), rtol=1e-14)
+    # one trace per distinct way of passing the static values (as JAX: by name and by
+    # position are different signatures), none for a repeated one
+    assert jf.trace_count == 4
+    assert calls == [(int, "sin"), (int, "cos"), (int, "cos"), (int, "cos")]
+    # static_argnums alone: the parameter is static when passed by name too
+    jn = vkml.jit(f, static_argnums=(1, -1))
+    assert jn.static_argnums == (1, 2) and jn.static_argnames == ("mode", "n")
+    np.testing.assert_allclose(jn(x, n=2, mode="cos").numpy(), _steps_np(x.numpy(), 2, "cos"), rtol=1e-14)
+    # decorator form
+    jd = vkml.jit(static_argnames="n")(lambda x, n: x * n if n > 1 else x)
+    np.testing.assert_allclose(jd(x, n=3).numpy(), 3 * x.numpy(), rtol=1e-15)
+
+
+def test_static_values_key_the_cache_by_type_and_value():
+    seen = []
+
+    def f(x, n):
+        seen.append(type(n))
+        return x * n
+    jf = vkml.jit(f, static_argnums=1)
+    x = arr(3)
+    jf(x, 2), jf(x, 2.0), jf(x, True), jf(x, 2)
+    assert seen == [int, float, bool] and jf.trace_count == 3
+
+
+def test_keyword_arguments_are_traced_unless_static():
+    def f(x, y=None, s=1.0, *, k):
+        return x * y + s * k
+    jf = vkml.jit(f)
+    x, y, k = arr(3), arr(3), arr(3)
+    for s in (1.0, 2.5, -1.0):       # a new value of a traced Python float does not retrace
+        np.testing.assert_allclose(jf(x, y=y, s=s, k=k).numpy(), x.numpy() * y.numpy() + s * k.numpy(),
+                                   rtol=1e-6)
+    assert jf.trace_count == 1
+    jf(x, y=y, s=1.0, k=arr(4, 3))   # a new shape of a keyword argument: traced again
+    assert jf.trace_count == 2
+    np.testing.assert_allclose(jf(x, y, k=k).numpy(), x.numpy() * y.numpy() + k.numpy(), rtol=1e-6)
+    # a keyword argument used in Python control flow must be static by name
+    g = lambda x, *, n: x * n if n > 2 else x     # noqa: E731
+    with pytest.raises(vkml.ConcretizationError, match="mark the argument static"):
+        vkml.jit(g)(x, n=3)
+    np.testing.assert_allclose(vkml.jit(g, static_argnames="n")(x, n=3).numpy(), 3 * x.numpy(), rtol=1e-6)
+    # keyword arguments reach lower() and profile() too
+    assert vkml.jit(f).lower(x, y=y, k=k).kernel_count >= 1
+
+
+def test_python_scalars_traced_as_jax_weak_types_give_eager_dtypes():
+    """A non-static Python scalar is traced as a 0-d int32/float32/bool array. On vkml's
+    dtypes (bool < int32 < float32 < float64) that gives every result the dtype JAX's weak
+    typing gives, which is what eager vkml computes: checked against eager per pair."""
+    ops = [lambda a, s: a * s, lambda a, s: a + s, lambda a, s: s - a, lambda a, s: vnp.maximum(a, s)]
+    arrays = [vnp.asarray(np.array([1, 0], np.int32)), vnp.asarray(np.array([True, False])),
+              arr(2), arr(2, dtype=np.float64)]
+    for op in ops:
+        jop = vkml.jit(op)
+        for x in arrays:
+            for s in (2, 1.5, True):
+                if x.dtype == np.bool_ and s is True and op is ops[2]:
+                    continue   # bool minus bool is refused eagerly and under jit alike
+                want, got = op(x, s), jop(x, s)
+                assert got.dtype == want.dtype, (x.dtype, type(s), got.dtype, want.dtype)
+                np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert vkml.jit(lambda s: s)(3).dtype == np.int32
+    assert vkml.jit(lambda s: s)(3.0).dtype == np.float32
+
+
+def test_static_argument_errors():
+    x = arr(3)
+    for call in (lambda: vkml.jit(lambda x, a: x, static_argnums=1)(x, [1, 2]),
+                 lambda: vkml.jit(lambda x, a: x, static_argnames="a")(x, a={"k": 1})):
+        with pytest.raises(StaticArgumentError, match=r"jit: static argument (1|'a') of type (list|dict) is "
+                                                      r"not hashable .*must be hashable") as e:
+            call()
+        assert isinstance(e.value, TypeError) and isinstance(e.value, ValueError)   # JAX: ValueError
+    with pytest.raises(ValueError, match=r"static_argnums=\(2,\), but <lambda> takes 2 positional"):
+        vkml.jit(lambda x, n: x, static_argnums=2)
+    with pytest.raises(TypeError, match="static_argnames must be a str"):
+        vkml.jit(lambda x, n: x, static_argnames=(1,))
+    # a function of *args: positions are counted per call, negative ones from its end
+    js = vkml.jit(lambda *xs: xs[0] * xs[-1] if xs[-1] > 1 else xs[0], static_argnums=-1)
+    np.testing.assert_allclose(js(x, 3).numpy(), 3 * x.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(js(x, x, 0).numpy(), x.numpy(), rtol=1e-6)
+
+
+def test_static_compositions_with_grad_and_vmap():
+    f = lambda x, n: vnp.sum(_steps(x, n)[0] ** 2)          # noqa: E731
+    x = arr(4, dtype=np.float64)
+    xv = x.numpy()
+
+    def grad_np(n, xv=xv):     # d/dx sum(sin^n(x)^2), by the chain rule down the n sines
+        y, d = xv, np.ones_like(xv)
+        for _ in range(n):
+            d, y = d * np.cos(y), np.sin(y)
+        return 2 * y * d
+    jg = vkml.jit(vkml.grad(f), static_argnums=1)
+    for n in (1, 3, 1):
+        np.testing.assert_allclose(jg(x, n).numpy(), grad_np(n), rtol=1e-13)
+    assert jg.trace_count == 2
+    np.testing.assert_allclose(vkml.grad(vkml.jit(f, static_argnums=1))(x, 3).numpy(), grad_np(3), rtol=1e-13)
+    np.testing.assert_allclose(vkml.grad(vkml.jit(f, static_argnames="n"))(x, n=2).numpy(), grad_np(2),
+                               rtol=1e-13)
+    jv = vkml.jit(lambda xs, n: vkml.vmap(vkml.grad(f), in_axes=(0, None))(xs, n), static_argnames="n")
+    xs = arr(3, 4, dtype=np.float64)
+    got = jv(xs, n=2).numpy()
+    for r in range(3):
+        np.testing.assert_allclose(got[r], grad_np(2, xs.numpy()[r]), rtol=1e-13)

@@ -29,14 +29,19 @@ from .transforms.expr import E, expand as eexpand, full, op as eop, reshape as e
 from .transforms.grad import backward, seed_ones
 from .transforms.simplify import simplify
 from .transforms.vmap import batch_nodes, move_axis
-from .tree_util import tree_flatten, tree_map, tree_unflatten
+from .tree_util import _leaf_paths, tree_flatten, tree_map, tree_unflatten
 
 
 def _argnums(argnums, nargs: int, name: str) -> tuple[int, ...]:
     t = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for a in t:
+        if isinstance(a, bool) or not isinstance(a, int):
+            raise TypeError(f"{name}: argnums must be an int or a sequence of ints, got {argnums!r}")
         if not -nargs <= a < nargs:
-            raise ValueError(f"{name}: argnums {argnums} out of range for {nargs} positional arguments")
+            # TypeError, as JAX: the call passed too few arguments
+            raise TypeError(f"{name}: differentiating with respect to argnums={argnums!r} needs "
+                            f"at least {(a if a >= 0 else -a - 1) + 1} positional arguments, but "
+                            f"the function was called with {nargs}")
     return tuple(a % nargs for a in t)
 
 
@@ -50,14 +55,11 @@ def _arg_slices(args: Sequence) -> list[tuple[int, int, Any]]:
     return out
 
 
-def _per_arg(sl, nums, argnums, flat: Sequence) -> Any:
-    """Regroup the flat leaves of the differentiated arguments into their pytrees (one
-    tree for an int argnums, a tuple of trees for a sequence)."""
-    out, pos = [], 0
-    for a in nums:
-        n = sl[a][1] - sl[a][0]
-        out.append(tree_unflatten(sl[a][2], flat[pos:pos + n]))
-        pos += n
+def _per_arg(sl, idx: Sequence[int], argnums, flat: Sequence) -> Any:
+    """Regroup flat leaves (one per leaf of the differentiated arguments, laid out as `sl`
+    says) into one tree per requested argument: argument idx[k] of the differentiated ones
+    for the k-th entry of argnums; one tree for an int argnums, a tuple for a sequence."""
+    out = [tree_unflatten(sl[k][2], flat[sl[k][0]:sl[k][1]]) for k in idx]
     return out[0] if isinstance(argnums, int) else tuple(out)
 
 
@@ -83,6 +85,62 @@ def _returned(grads: Any) -> Any:
     return grads if fn is None or _GradientHook.depth else fn(grads)
 
 
+def _leaf_dtype(x) -> np.dtype | None:
+    """The dtype x becomes as an input to a transform, None when x is no array at all."""
+    if isinstance(x, Array):
+        return x.dtype
+    if isinstance(x, bool):
+        return dt.bool_
+    if isinstance(x, int):
+        return dt.int32
+    if isinstance(x, float):
+        return np.dtype(x.dtype) if isinstance(x, np.generic) else dt.float32
+    if isinstance(x, (np.ndarray, np.generic)):
+        return dt.canonical(x.dtype, "asarray")
+    return None
+
+
+def _check_differentiable(name: str, i: int, argnums, arg: Any) -> None:
+    """Refuse, naming the argument (and the leaf in a pytree), what cannot be
+    differentiated: JAX's TypeError for a non-float input, raised before f runs."""
+    leaves = tree_flatten(arg)[0]
+    for leaf, path in zip(leaves, _leaf_paths(arg, "")):
+        path = f"its leaf {path}" if path else "it"
+        d = _leaf_dtype(leaf)
+        if d is None:
+            raise TypeError(f"{name}: argument {i} is in argnums={argnums!r}, but {path} is a "
+                            f"{type(leaf).__name__}, not an array; only float arrays and Python "
+                            f"floats can be differentiated (pass other values at a position not "
+                            f"in argnums: f gets them as they are)")
+        if not dt.is_float(d):
+            shape = tuple(getattr(leaf, "shape", ()))
+            raise DTypeError(f"{name}: argument {i} is in argnums={argnums!r}, but {path} has "
+                             f"dtype {d} (shape {shape}); {name} differentiates only with respect "
+                             f"to float inputs (float32, float64): pass integer and bool values "
+                             f"at a position not in argnums (f gets them as they are, so they can "
+                             f"steer Python control flow), or cast them with .astype(float)")
+
+
+def _dyn_args(name: str, f: Callable, args: tuple, kwargs: dict, argnums):
+    """(fn, dyn, idx) for differentiating f(*args, **kwargs) with respect to args[argnums]:
+    fn takes just the differentiated arguments `dyn` (each once, in positional order) and
+    calls f with every other argument and keyword as given, untraced (as JAX's grad does:
+    a Python int there can drive `range(n)` or `if n > 2:` inside f); idx[k] is the index
+    in dyn of argnums' k-th entry."""
+    nums = _argnums(argnums, len(args), name)
+    pos = sorted(set(nums))
+    for i in pos:
+        _check_differentiable(name, i, argnums, args[i])
+    dyn = [args[i] for i in pos]
+
+    def fn(*d):
+        full = list(args)
+        for i, v in zip(pos, d):
+            full[i] = v
+        return f(*full, **kwargs)
+    return fn, dyn, [pos.index(a) for a in nums]
+
+
 def _check_float_inputs(name: str, nodes: Sequence[Node]) -> None:
     for n in nodes:
         if not dt.is_float(n.dtype):
@@ -94,7 +152,8 @@ def _check_float_inputs(name: str, nodes: Sequence[Node]) -> None:
 def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """A function returning (f(*args), gradient of f with respect to args[argnums]).
 
-    f must return a float scalar (or (scalar, aux) with has_aux=True).
+    f must return a float scalar (or (scalar, aux) with has_aux=True). argnums, and the
+    arguments outside it reaching f as they are, as in `grad`.
 
     >>> import vkml, vkml.numpy as vnp
     >>> v, g = vkml.value_and_grad(lambda x: (x ** 2).sum())(vnp.asarray([1.0, 2.0]))
@@ -103,13 +162,9 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
     """
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
-        if kwargs:
-            fn = lambda *a: f(*a, **kwargs)  # noqa: E731
-        else:
-            fn = f
-        nums = _argnums(argnums, len(args), "grad")
+        fn, dyn, idx = _dyn_args("grad", f, args, kwargs, argnums)
         with _inner():
-            graph, out_tree, captured, leaves = trace_flat(fn, args)
+            graph, out_tree, captured, leaves = trace_flat(fn, dyn)
         if has_aux:
             if out_tree.kind is not tuple or len(out_tree.children) != 2:
                 raise TypeError("grad(has_aux=True): f must return a pair (output, aux)")
@@ -124,15 +179,14 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
                             f"vkml.vjp or vkml.jacrev for non-scalar outputs, or reduce with .sum()")
         if not dt.is_float(root.dtype):
             raise DTypeError(f"grad: f returned dtype {root.dtype}; only float outputs have gradients")
-        sl = _arg_slices(args)
-        wrt = [graph.inputs[i] for a in nums for i in range(sl[a][0], sl[a][1])]
-        _check_float_inputs("grad", wrt)
+        sl = _arg_slices(dyn)
+        wrt = list(graph.inputs[:len(leaves)])
         grads = backward([root], [seed_ones(root)], wrt, graph.keep)
         g = simplify(Graph(graph.inputs, list(graph.outputs) + grads))
         res = call_graph(g, leaves + captured)
         outs, gl = res[:len(graph.outputs)], res[len(graph.outputs):]
         value = tree_unflatten(out_tree, outs)
-        gout = _returned(_per_arg(sl, nums, argnums, gl))
+        gout = _returned(_per_arg(sl, idx, argnums, gl))
         return (value, gout)
     return wrapped
 
@@ -145,6 +199,21 @@ def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -
     [1.0, 1.0]
     >>> float(vkml.grad(vkml.grad(lambda x: x ** 3))(vnp.asarray(2.0)))  # 6x
     12.0
+
+    argnums: the position (int) or positions (tuple: a tuple of gradients) differentiated;
+    each must hold float arrays or Python floats (anything else raises `DTypeError`, a
+    TypeError, naming the argument). The other arguments and the keyword arguments reach
+    f as they are, untraced, as in JAX: a Python int there can steer Python control flow.
+
+    >>> def power(x, n):
+    ...     for _ in range(n - 1):
+    ...         x = x * x if n > 2 else x
+    ...     return x
+    >>> float(vkml.grad(power)(vnp.asarray(3.0), 2)), float(vkml.grad(power)(vnp.asarray(3.0), 3))
+    (1.0, 108.0)
+    >>> vkml.grad(power, argnums=1)(vnp.asarray(3.0), 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    vkml.trace.dtypes.DTypeError: grad: argument 1 is in argnums=1, but it has dtype int32 ...
     """
     vg = value_and_grad(f, argnums, has_aux)
 
@@ -276,20 +345,21 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     outputs, so every row comes from one batched backward pass (the graph and the number
     of kernel dispatches do not grow with the output size).
 
-    Result leaves have shape out.shape + in.shape (JAX's layout).
+    Result leaves have shape out.shape + in.shape (JAX's layout). As in `grad`, the
+    arguments outside argnums (and keyword arguments) reach f as they are, untraced.
 
     >>> import vkml, vkml.numpy as vnp
     >>> vkml.jacrev(lambda x: x * 2.0)(vnp.ones(2)).numpy().tolist()
     [[2.0, 0.0], [0.0, 2.0]]
     """
 
-    def wrapped(*args):
-        nums = _argnums(argnums, len(args), "jacrev")
-        graph, out_tree, captured, leaves = trace_flat(f, args)
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        fn, dyn, idx = _dyn_args("jacrev", f, args, kwargs, argnums)
+        graph, out_tree, captured, leaves = trace_flat(fn, dyn)
         n_main = out_tree.children[0].num_leaves if has_aux else out_tree.num_leaves
-        sl = _arg_slices(args)
-        wrt = [graph.inputs[i] for a in nums for i in range(sl[a][0], sl[a][1])]
-        _check_float_inputs("jacrev", wrt)
+        sl = _arg_slices(dyn)
+        wrt = list(graph.inputs[:len(leaves)])
         outs = list(graph.outputs)
         roots = outs[:n_main]
         for r in roots:
@@ -320,7 +390,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         per_out = []
         for j in range(n_main):
             row = jl[j * nw:(j + 1) * nw]
-            per_out.append(_per_arg(sl, nums, argnums, row))
+            per_out.append(_per_arg(sl, idx, argnums, row))
         main_tree = out_tree.children[0] if has_aux else out_tree
         jac = tree_unflatten(main_tree, per_out)
         if has_aux:
@@ -337,15 +407,16 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     >>> import vkml, vkml.numpy as vnp
     >>> vkml.jacfwd(lambda x: x * x)(vnp.asarray([1.0, 2.0])).numpy().tolist()
     [[2.0, 0.0], [0.0, 4.0]]
+    >>> vkml.jacfwd(lambda x, n: x ** n if n > 1 else x)(vnp.asarray([1.0, 2.0]), 3).numpy().tolist()
+    [[3.0, 0.0], [0.0, 12.0]]
     """
 
-    def wrapped(*args):
-        nums = _argnums(argnums, len(args), "jacfwd")
-        sl = _arg_slices(args)
-        diff = [i for a in nums for i in range(sl[a][0], sl[a][1])]
-        graph, out_tree, captured, leaves = trace_flat(f, args)
-        _check_float_inputs("jacfwd", [graph.inputs[i] for i in diff])
-        wrt = [graph.inputs[i] for i in diff]
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        fn, dyn, idx = _dyn_args("jacfwd", f, args, kwargs, argnums)
+        graph, out_tree, captured, leaves = trace_flat(fn, dyn)
+        sl = _arg_slices(dyn)
+        wrt = list(graph.inputs[:len(leaves)])
         roots = list(graph.outputs)
         for r in roots:
             if not dt.is_float(r.dtype):
@@ -380,7 +451,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         per_out = []
         for oi in range(len(roots)):
             row = res[oi * nw:(oi + 1) * nw]
-            per_out.append(_per_arg(sl, nums, argnums, row))
+            per_out.append(_per_arg(sl, idx, argnums, row))
         return tree_unflatten(out_tree, per_out)
     return wrapped
 

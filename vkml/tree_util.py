@@ -127,6 +127,21 @@ def _node(x):
 _LEAF = PyTreeDef(None, None, ())
 
 
+def _leaf_paths(tree, prefix: str) -> list[str]:
+    """A readable path per leaf, in flattening order, e.g. "args[0]['w']"."""
+    nd = _node(tree)
+    if nd is None:
+        return [prefix]
+    kind, aux, ch = nd
+    if kind is dict:
+        keys = [f"[{k!r}]" for k in aux]
+    elif hasattr(kind, "_fields"):
+        keys = [f".{f}" for f in kind._fields]
+    else:
+        keys = [f"[{i}]" for i in range(len(ch))]
+    return [p for k, c in zip(keys, ch) for p in _leaf_paths(c, prefix + k)]
+
+
 def tree_flatten(tree: Any, is_leaf: Callable | None = None) -> tuple[list, PyTreeDef]:
     """(leaves, treedef)."""
     leaves: list = []

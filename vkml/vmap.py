@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+import numpy as np
+
 from . import numpy as vnp
 from .array import Array
 from .graphs import call_graph
@@ -18,28 +20,13 @@ from .trace import tracer
 from .trace.shapes import ShapeError
 from .transforms.simplify import simplify
 from .transforms.vmap import vmap_graph
-from .tree_util import _node, tree_flatten, tree_unflatten
+from .tree_util import _leaf_paths as _paths, _node, tree_flatten, tree_unflatten
 
 __all__ = ["vmap"]
 
 
 def _is_axis(a) -> bool:
     return a is None or (hasattr(a, "__index__") and not isinstance(a, bool))
-
-
-def _paths(tree, prefix: str) -> list[str]:
-    """A readable path per leaf, in flattening order, e.g. "args[0]['w']"."""
-    nd = _node(tree)
-    if nd is None:
-        return [prefix]
-    kind, aux, ch = nd
-    if kind is dict:
-        keys = [f"[{k!r}]" for k in aux]
-    elif hasattr(kind, "_fields"):
-        keys = [f".{f}" for f in kind._fields]
-    else:
-        keys = [f"[{i}]" for i in range(len(ch))]
-    return [p for k, c in zip(keys, ch) for p in _paths(c, prefix + k)]
 
 
 def _prefix_axes(prefix, tree, what: str, where: str) -> list:
@@ -77,12 +64,28 @@ def _arg_axes(in_axes, args: tuple, kwargs: dict) -> list:
     return axes + [0] * len(tree_flatten(kwargs)[0])
 
 
+def _mappable(x, ax, name: str) -> Array:
+    """x, a leaf to map over axis ax, as an Array (refused clearly when it is no array)."""
+    if isinstance(x, Array):
+        return x
+    if not isinstance(x, (bool, int, float, np.ndarray, np.generic)):
+        raise TypeError(f"vmap: {name} is a {type(x).__name__}, which has no axis to map (in_axes "
+                        f"{ax}); give it in_axes None to pass it to the function as it is")
+    return vnp.asarray(x)
+
+
 def _normalize(ax, shape: tuple, what: str, name: str) -> int | None:
     if ax is None:
         return None
     r = len(shape)
     if not -r <= ax < r:
-        valid = f"valid axes are {-r}..{r - 1}" if r else "a 0-d value has no axis to map; use None"
+        if r:
+            valid = f"valid axes are {-r}..{r - 1}"
+        elif name.startswith("argument kwargs"):   # keyword arguments are always mapped
+            valid = ("a 0-d value has no axis to map, and keyword arguments are always mapped "
+                     "over axis 0; pass it positionally with in_axes None, or close over it")
+        else:
+            valid = "a 0-d value has no axis to map; use in_axes None to pass it as it is"
         raise ShapeError(f"vmap: {what} {ax} is out of range for {name} of shape {shape}; {valid}")
     return ax % r
 
@@ -110,10 +113,14 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None
 
     in_axes: an int (the mapped axis of every argument), None (not mapped), or a tuple
     with one entry per positional argument, each an int, None or a pytree prefix of that
-    argument. Keyword arguments are mapped over axis 0. out_axes: where the batch axis
-    goes in each output (an int or a pytree prefix of the output; None only for outputs
-    that do not depend on a mapped argument). Negative axes count from the end.
-    axis_size: the batch size, needed when no argument is mapped.
+    argument. An unmapped (None) leaf reaches f as it is, as in JAX: a Python scalar or
+    string stays one (so it can steer Python control flow), an array is used unbatched.
+    Keyword arguments are always mapped over axis 0. out_axes: where the batch axis goes
+    in each output (an int or a pytree prefix of the output; None only for outputs that
+    do not depend on a mapped argument). Negative axes count from the end. axis_size: the
+    batch size, needed when no argument is mapped. Mapped axes of different sizes, an
+    in_axes that is no prefix of the arguments, or nothing mapped without axis_size
+    raise ValueError naming the arguments.
 
     >>> import vkml, vkml.numpy as vnp
     >>> from vkml.vmap import vmap
@@ -122,22 +129,30 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None
     >>> per_example = vmap(vkml.grad(lambda w, x: (w * x).sum() ** 2), (None, 0))
     >>> per_example(vnp.ones(2), vnp.asarray([[1.0, 0.0], [1.0, 1.0]])).numpy().tolist()
     [[2.0, 0.0], [4.0, 4.0]]
+    >>> def poly(x, n):
+    ...     return x ** n if n > 1 else x
+    >>> vmap(poly, in_axes=(0, None))(vnp.asarray([1.0, 2.0, 3.0]), 2).numpy().tolist()
+    [1.0, 4.0, 9.0]
+    >>> vmap(lambda x, scale: x * scale)(vnp.ones((2, 1)), scale=vnp.asarray([[1.0], [5.0]])).shape
+    (2, 1)
     """
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         axes = _arg_axes(in_axes, args, kwargs)
         leaves, treedef = tree_flatten((list(args), kwargs))
-        leaves = [l if isinstance(l, Array) else vnp.asarray(l) for l in leaves]
         names = (_paths(list(args), "args") if args else []) + (_paths(kwargs, "kwargs") if kwargs else [])
-        axes = [_normalize(a, l.shape, "in_axes", f"argument {n}")
+        # an unmapped leaf reaches f as it is (JAX's rule): a Python scalar stays one, so it
+        # can steer Python control flow; an array is used unbatched (broadcast where needed)
+        names = [f"argument {n}" for n in names]
+        leaves = [l if a is None else _mappable(l, a, n) for l, a, n in zip(leaves, axes, names)]
+        axes = [_normalize(a, l.shape, "in_axes", n) if a is not None else None
                 for a, l, n in zip(axes, leaves, names)]
         size = _batch_size(leaves, axes, names, axis_size)
+        mapped = [(l, a) for l, a in zip(leaves, axes) if a is not None]
         with tracer.Trace() as t:
-            tr = []
-            for l, a in zip(leaves, axes):
-                shape = l.shape if a is None else l.shape[:a] + l.shape[a + 1:]
-                tr.append(Array._traced(t, t.new_input(shape, l.dtype)))
-            a_list, kw = tree_unflatten(treedef, tr)
+            tr = [Array._traced(t, t.new_input(l.shape[:a] + l.shape[a + 1:], l.dtype)) for l, a in mapped]
+            it = iter(tr)
+            a_list, kw = tree_unflatten(treedef, [l if a is None else next(it) for l, a in zip(leaves, axes)])
             out = f(*a_list, **kw)
             out_leaves, out_tree = tree_flatten(out)
             nodes = [t.lift(vnp.asarray(o)) for o in out_leaves]
@@ -147,7 +162,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None
         o_axes = _prefix_axes(out_axes, out, "out_axes", "the output")
         o_axes = [None if a is None else _normalize(a, (size,) + n.shape, "out_axes", nm)
                   for a, n, nm in zip(o_axes, nodes, o_names)]
-        g = vmap_graph(graph, axes + [None] * len(captured), size, o_axes, o_names)
-        res = call_graph(simplify(g), leaves + captured)
+        g = vmap_graph(graph, [a for _, a in mapped] + [None] * len(captured), size, o_axes, o_names)
+        res = call_graph(simplify(g), [l for l, _ in mapped] + captured)
         return tree_unflatten(out_tree, res)
     return wrapped

@@ -336,3 +336,123 @@ def test_custom_vjp_residual_no_output_reaches_and_under_jit_and_vmap():
     np.testing.assert_allclose(np.asarray(vkml.vmap(vkml.grad(s))(x)), want, rtol=1e-12)
     h = vkml.grad(lambda x: vkml.grad(lambda y: s(y).sum())(x).sum())(x)
     np.testing.assert_allclose(np.asarray(h), -np.sin([0.0, 1.0]), rtol=1e-12)
+
+
+# ------------------------------------------------------------------ arguments outside argnums
+
+def _power_loop(x, n, mode="pow"):
+    """x ** n by a Python loop n long, negated for mode "neg": only works when n and mode
+    reach f as Python values (JAX passes arguments outside argnums through untraced)."""
+    assert type(n) is int and isinstance(mode, str), (type(n), type(mode))
+    y = x
+    for _ in range(n - 1):
+        y = y * x
+    if n > 2:                      # control flow on the passed int
+        y = y + 0.0 * x
+    return (-y if mode == "neg" else y).sum()
+
+
+def test_non_differentiated_arguments_reach_f_untraced():
+    xv = np.array([0.5, -1.5, 2.0])
+    x = f64(xv)
+    for n in (1, 2, 3, 5):
+        np.testing.assert_allclose(vkml.grad(_power_loop)(x, n).numpy(), n * xv ** (n - 1), rtol=1e-14)
+    np.testing.assert_allclose(vkml.grad(_power_loop)(x, 3, "neg").numpy(), -3 * xv ** 2, rtol=1e-14)
+    # keyword arguments are passed through too
+    np.testing.assert_allclose(vkml.grad(_power_loop)(x, n=4, mode="neg").numpy(), -4 * xv ** 3, rtol=1e-14)
+    v, g = vkml.value_and_grad(_power_loop)(x, 3)
+    assert v.item() == pytest.approx((xv ** 3).sum(), rel=1e-14)
+    np.testing.assert_allclose(g.numpy(), 3 * xv ** 2, rtol=1e-14)
+
+
+def test_passed_through_values_keep_their_python_and_concrete_nature():
+    seen = {}
+
+    def f(x, cfg, w, nothing, flag):
+        seen.update(cfg=cfg, w_traced=w.is_traced, w0=float(w.numpy()[0]), nothing=nothing, flag=flag)
+        scale = cfg["scale"] * (2 if flag else 1)
+        return (x * scale * w).sum() if cfg["name"] == "mul" else x.sum()
+    w = f64([3.0, 4.0])
+    g = vkml.grad(f)(f64([1.0, 1.0]), {"scale": 1.5, "name": "mul"}, w, None, True)
+    np.testing.assert_allclose(g.numpy(), [9.0, 12.0], rtol=1e-15)
+    # the dict of Python values, the concrete array (readable on the host) and None arrive as given
+    assert seen == {"cfg": {"scale": 1.5, "name": "mul"}, "w_traced": False, "w0": 3.0,
+                    "nothing": None, "flag": True}
+
+
+def test_argnums_order_and_pass_through_between_them():
+    def f(a, n, b):
+        return (a ** n * b).sum()
+    av, bv = np.array([1.5, 2.0]), np.array([3.0, -1.0])
+    gb, ga = vkml.grad(f, argnums=(2, 0))(f64(av), 3, f64(bv))
+    np.testing.assert_allclose(ga.numpy(), 3 * av ** 2 * bv, rtol=1e-14)
+    np.testing.assert_allclose(gb.numpy(), av ** 3, rtol=1e-14)
+    (g_last,) = vkml.grad(f, argnums=(-1,))(f64(av), 2, f64(bv))
+    np.testing.assert_allclose(g_last.numpy(), av ** 2, rtol=1e-14)
+    # has_aux with the aux computed from the passed-through int
+    g, aux = vkml.grad(lambda a, n: ((a ** n).sum(), a * n), has_aux=True)(f64(av), 2)
+    np.testing.assert_allclose(g.numpy(), 2 * av, rtol=1e-14)
+    np.testing.assert_allclose(aux.numpy(), 2 * av, rtol=1e-14)
+    # a Python float is a differentiable argument (float32, as JAX's weak float)
+    assert vkml.grad(lambda x, n: x ** n)(3.0, 2).item() == 6.0
+
+
+def test_jacobians_and_hessian_pass_arguments_through():
+    xv = np.array([0.5, 1.5, -2.0])
+    x = f64(xv)
+    pw = lambda x, n: x ** n if n > 1 else x * 1.0    # noqa: E731
+    for jac in (vkml.jacrev, vkml.jacfwd):
+        np.testing.assert_allclose(jac(pw)(x, 3).numpy(), np.diag(3 * xv ** 2), rtol=1e-14)
+        np.testing.assert_allclose(jac(pw)(x, 1).numpy(), np.eye(3), rtol=1e-14)
+        j = jac(lambda n, x: x ** n, argnums=1)(4, x)
+        np.testing.assert_allclose(j.numpy(), np.diag(4 * xv ** 3), rtol=1e-14)
+    h = vkml.hessian(_power_loop)(x, 4)
+    np.testing.assert_allclose(h.numpy(), np.diag(12 * xv ** 2), rtol=1e-14)
+    h = vkml.hessian(_power_loop)(x, 3, mode="neg")
+    np.testing.assert_allclose(h.numpy(), np.diag(-6 * xv), rtol=1e-14)
+
+
+def test_pass_through_composes_with_jit_and_vmap():
+    xv = np.array([0.5, 1.5, -2.0])
+    x = f64(xv)
+    jg = vkml.jit(vkml.grad(_power_loop), static_argnums=1)
+    for n in (2, 3, 2):
+        np.testing.assert_allclose(jg(x, n).numpy(), n * xv ** (n - 1), rtol=1e-14)
+    assert jg.trace_count == 2
+    gj = vkml.grad(vkml.jit(_power_loop, static_argnums=1))
+    np.testing.assert_allclose(gj(x, 3).numpy(), 3 * xv ** 2, rtol=1e-14)
+    gn = vkml.grad(vkml.jit(_power_loop, static_argnames=("n", "mode")))
+    np.testing.assert_allclose(gn(x, n=3, mode="neg").numpy(), -3 * xv ** 2, rtol=1e-14)
+    per = vkml.vmap(vkml.grad(lambda x, n: x ** n), in_axes=(0, None))(x, 3)
+    np.testing.assert_allclose(per.numpy(), 3 * xv ** 2, rtol=1e-14)
+    gg = vkml.grad(vkml.grad(lambda x, n: x ** n))(f64(2.0), 4)           # 12 x^2
+    assert gg.item() == pytest.approx(48.0, rel=1e-14)
+
+
+@pytest.mark.parametrize("name,transform", [("grad", vkml.grad), ("grad", vkml.value_and_grad),
+                                            ("jacrev", vkml.jacrev), ("jacfwd", vkml.jacfwd)])
+def test_differentiating_a_non_float_argument_names_it(name, transform):
+    calls = []
+
+    def f(x, n):
+        calls.append(1)
+        return (x * n).sum()
+    x = f64([1.0, 2.0])
+    with pytest.raises(vkml.DTypeError, match=rf"^{name}: argument 1 is in argnums=1, but it has dtype "
+                                              r"int32 \(shape \(\)\); .*float32, float64"):
+        transform(f, argnums=1)(x, 3)
+    with pytest.raises(TypeError, match=rf"^{name}: argument 1 is in argnums=\(0, 1\), but it has dtype "
+                                        r"bool \(shape \(2,\)\)"):
+        transform(f, argnums=(0, 1))(x, vnp.asarray([True, False]))
+    with pytest.raises(vkml.DTypeError, match=rf"^{name}: argument 0 is in argnums=0, but its leaf "
+                                              r"\['k'\] has dtype int32 \(shape \(2,\)\)"):
+        transform(lambda d: d["w"].sum())({"k": np.array([1, 2]), "w": x})
+    with pytest.raises(TypeError, match=rf"^{name}: argument 1 is in argnums=1, but it is a str, not "
+                                        r"an array"):
+        transform(f, argnums=1)(x, "three")
+    with pytest.raises(TypeError, match=rf"^{name}: differentiating with respect to argnums=2 needs at "
+                                        r"least 3 positional arguments, but the function was called with 2"):
+        transform(f, argnums=2)(x, 3)
+    with pytest.raises(TypeError, match=rf"^{name}: argnums must be an int or a sequence of ints"):
+        transform(f, argnums="x")(x, 3)
+    assert calls == []          # refused before f ran

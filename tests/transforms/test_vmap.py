@@ -424,3 +424,93 @@ def test_jacobians_of_pytrees_and_multiple_outputs():
     # empty input and output sizes give zero-size Jacobians
     assert vkml.jacrev(lambda x: x * 2.0)(vnp.zeros((0,))).shape == (0, 0)
     assert vkml.jacfwd(lambda x: x.sum() * vnp.ones(2))(vnp.zeros((0, 3))).shape == (2, 0, 3)
+
+
+# ------------------------------------------------------------------ unmapped arguments as they are
+
+
+def test_unmapped_python_values_steer_control_flow():
+    xs = a(4, 3, dtype=F64)
+    seen = []
+
+    def f(x, n, mode):
+        seen.append((type(n), mode))
+        y = x
+        for _ in range(n - 1):
+            y = y * x
+        return -y if mode == "neg" else y
+    for n, mode in [(1, "pos"), (3, "pos"), (2, "neg")]:
+        got = vmap(f, in_axes=(0, None, None))(vnp.asarray(xs), n, mode)
+        np.testing.assert_allclose(got.numpy(), (-1 if mode == "neg" else 1) * xs ** n, rtol=1e-14)
+    assert seen == [(int, "pos"), (int, "pos"), (int, "neg")]
+    # a pytree prefix mixing a mapped array and unmapped Python values
+    got = vmap(lambda d: d["x"] * d["k"] if d["on"] else d["x"], in_axes=({"x": 1, "k": None, "on": None},))(
+        {"x": vnp.asarray(xs), "k": 2.5, "on": True})
+    np.testing.assert_allclose(got.numpy(), (xs * 2.5).T, rtol=1e-15)
+    # nothing mapped but axis_size given: f still gets the Python float
+    got = vmap(lambda s: vnp.ones(2, F64) * s if s > 1 else vnp.zeros(2, F64), in_axes=None, axis_size=3)(2.5)
+    np.testing.assert_array_equal(got.numpy(), np.full((3, 2), 2.5))
+
+
+def test_unmapped_array_is_used_unbatched_and_broadcast():
+    w, xs = a(3, 2, dtype=F64), a(5, 3, dtype=F64)
+    got = vmap(lambda x, w: x @ w, in_axes=(0, None))(vnp.asarray(xs), vnp.asarray(w))
+    np.testing.assert_allclose(got.numpy(), xs @ w, rtol=1e-13)
+    # an output computed from the unmapped argument alone is broadcast over the batch ...
+    got = vmap(lambda x, w: w.sum(), in_axes=(0, None))(vnp.asarray(xs), vnp.asarray(w))
+    np.testing.assert_allclose(got.numpy(), np.full(5, w.sum()), rtol=1e-13)
+    # ... or kept unbatched with out_axes None, beside a batched output moved to axis 1
+    s, y = vmap(lambda x, w: (w.sum(), x[:2] * w[0]), in_axes=(0, None), out_axes=(None, 1))(
+        vnp.asarray(xs), vnp.asarray(w))
+    assert s.shape == () and y.shape == (2, 5)
+    np.testing.assert_allclose(y.numpy(), (xs[:, :2] * w[0]).T, rtol=1e-14)
+    # a NumPy array left unmapped reaches f as it is (as in JAX)
+    kinds = []
+    vmap(lambda x, c: kinds.append(type(c)) or x * c.sum(), in_axes=(0, None))(vnp.asarray(xs), np.ones(2))
+    assert kinds == [np.ndarray]
+
+
+def test_keyword_arguments_are_mapped_over_axis_0_whatever_in_axes_says():
+    xs, ys = a(4, 3, dtype=F64), a(4, 3, dtype=F64)
+    got = vmap(lambda x, n, y=None: x ** n + y, in_axes=(1, None))(vnp.asarray(xs.T), 2, y=vnp.asarray(ys))
+    np.testing.assert_allclose(got.numpy(), xs ** 2 + ys, rtol=1e-14)
+    with pytest.raises(vkml.ShapeError, match=r"kwargs\['s'\] of shape \(\); a 0-d value has no axis to "
+                                              r"map, and keyword arguments are always mapped over axis 0"):
+        vmap(lambda x, s=1.0: x * s, in_axes=(0,))(vnp.asarray(xs), s=2.0)
+    with pytest.raises(ValueError, match=r"different sizes.*kwargs\['y'\] of shape \(3, 3\) has size 3"):
+        vmap(lambda x, y=None: x + y)(vnp.asarray(xs), y=vnp.asarray(ys[:3]))
+
+
+def test_mapping_what_cannot_be_mapped_is_refused_clearly():
+    x = vnp.asarray(a(4, 3))
+    with pytest.raises(TypeError, match=r"vmap: argument args\[1\] is a str, which has no axis to map "
+                                        r"\(in_axes 0\); give it in_axes None"):
+        vmap(lambda x, s: x)(x, "abc")
+    with pytest.raises(vkml.ShapeError, match=r"argument args\[1\] of shape \(\); a 0-d value has no axis "
+                                              r"to map; use in_axes None to pass it as it is"):
+        vmap(lambda x, n: x * n)(x, 3)
+    with pytest.raises(ValueError, match=r"no argument is mapped.*axis_size"):
+        vmap(lambda x, n: x * n, in_axes=None)(x, 3)
+    with pytest.raises(ValueError, match=r"in_axes for argument 0 has structure .* not a prefix"):
+        vmap(lambda t: t[0], in_axes=((0, None, 0),))((x, 2))
+    with pytest.raises(ValueError, match=r"different sizes.*args\[0\] of shape \(4, 3\) has size 4.*"
+                                         r"args\[1\] of shape \(4, 3\) has size 3 along axis 1"):
+        vmap(lambda a, b: a + b.T, in_axes=(0, 1))(x, x)
+    with pytest.raises(TypeError, match=r"in_axes entry 'a'"):
+        vmap(lambda a: a, in_axes=("a",))(x)
+
+
+def test_vmap_with_passed_scalars_inside_jit_and_grad():
+    xs = a(4, 3, dtype=F64)
+    f = lambda x, n: (x ** n).sum() if n > 1 else x.sum()      # noqa: E731
+    inner = lambda x, n: vmap(f, in_axes=(0, None))(x, n)        # noqa: E731
+    jf = vkml.jit(inner, static_argnums=1)
+    for n in (1, 3):
+        np.testing.assert_allclose(jf(vnp.asarray(xs), n).numpy(), (xs ** n).sum(1), rtol=1e-14)
+    assert jf.trace_count == 2
+    jv = vkml.jit(vmap(f, in_axes=(0, None)), static_argnums=1)   # jit of the vmapped function
+    np.testing.assert_allclose(jv(vnp.asarray(xs), 2).numpy(), (xs ** 2).sum(1), rtol=1e-14)
+    g = vkml.grad(lambda x, n: inner(x, n).sum())(vnp.asarray(xs), 3)
+    np.testing.assert_allclose(g.numpy(), 3 * xs ** 2, rtol=1e-14)
+    per = vmap(vkml.grad(f), in_axes=(0, None))(vnp.asarray(xs), 2)
+    np.testing.assert_allclose(per.numpy(), 2 * xs, rtol=1e-14)
