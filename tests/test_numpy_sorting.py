@@ -150,6 +150,36 @@ def test_top_k():
     check_grads(lambda a: top_k(a, 3)[0], (distinct(3, 7),), order=2)
 
 
+def _top_k_ref(row):
+    """lax.top_k's order of one row: NaN first, then larger values, ties by position."""
+    return sorted(range(len(row)), key=lambda j: (not np.isnan(row[j]),
+                                                  0.0 if np.isnan(row[j]) else -float(row[j]), j))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.bool_])
+def test_top_k_select_and_sort_paths_agree(dtype):
+    """k <= TOP_K_SELECT selects k times, larger k sorts: the same order on ties, NaN,
+    -inf (which the select path must not confuse with its taken positions) and integer
+    minima, batched over leading axes."""
+    from vkml.sorting import TOP_K_SELECT
+    R = np.random.default_rng(5)
+    n = 40
+    if dtype == np.bool_:
+        x = R.random((2, 3, n)) < 0.3
+    elif dtype == np.int32:
+        x = R.integers(-3, 3, (2, 3, n)).astype(np.int32)
+        x[..., ::7] = np.iinfo(np.int32).min
+    else:
+        x = R.integers(-3, 3, (2, 3, n)).astype(dtype)
+        x[..., ::5] = -np.inf
+        x[..., 3::11] = np.nan
+    for k in (1, 4, TOP_K_SELECT, TOP_K_SELECT + 1, n):
+        v, i = top_k(x, k)
+        want = np.array([_top_k_ref(r)[:k] for r in x.reshape(-1, n)]).reshape(x.shape[:-1] + (k,))
+        np.testing.assert_array_equal(np.asarray(i), want, err_msg=f"k={k}")
+        np.testing.assert_array_equal(np.asarray(v), np.take_along_axis(x, want, -1), err_msg=f"k={k}")
+
+
 # --------------------------------------------------------------------------- quantiles
 
 METHODS = ["linear", "lower", "higher", "nearest", "midpoint", "hazen", "weibull",
