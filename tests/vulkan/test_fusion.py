@@ -741,3 +741,13 @@ def test_region_and_strided_programs_merge_and_keep_their_bits():
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
         assert lo_m.dispatch_count < lo_s.dispatch_count, (variant, lo_m.dispatch_count)
+
+
+def test_integer_progression_read_in_every_round():
+    """An int32 arange fused as a progression (computed from the index, not loaded) into a
+    kernel of several rounds per thread and wide stores: every round computes its own
+    values (the second round's position was once local to its bounds check)."""
+    idx = np.arange(64, dtype=np.int32) * 37
+    f = vkml.jit(lambda i: vnp.logical_or(vnp.equal(vnp.arange(4096, dtype=np.int32), i[:, None]),
+                                          False))
+    np.testing.assert_array_equal(np.asarray(f(idx)), np.arange(4096)[None, :] == idx[:, None])

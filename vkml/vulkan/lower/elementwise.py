@@ -382,7 +382,11 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
             pos = " + ".join([p.m(f"off{j}")] + [f"c{d}_{k} * {p.m(f'st{j}', d)}" for d in range(K)])
             body.append(f"int p{j}_{k} = {pos};")
             if m == "v" and ar[li] is not None:   # W consecutive values of the progression
-                args.append([fetch(li, f"p{j}_{k} * {W} + {c}") for c in range(W)])
+                # computed inside the round's bounds check, into values declared outside it
+                # (p{j}_{k} is local to that block in every round after the first)
+                decl += [f"{T} l{j}_{k}_{c} = {T}(0);" for c in range(W)]
+                body += [f"l{j}_{k}_{c} = {fetch(li, f'p{j}_{k} * {W} + {c}')};" for c in range(W)]
+                args.append([f"l{j}_{k}_{c}" for c in range(W)])
             elif m == "v" and tex[li]:     # W elements in one (W <= 4) or two 4-wide texels
                 halves = ["a", "b"] if W == 8 else [""]
                 decl += [f"vec4 l{j}_{k}{h} = vec4(0);" for h in halves]
