@@ -163,7 +163,7 @@ def test_top_k_select_and_sort_paths_agree(dtype):
     minima, batched over leading axes."""
     from vkml.sorting import TOP_K_SELECT
     R = np.random.default_rng(5)
-    n = 40
+    n = 40 if dtype == np.float64 else 16 * 16 * 4 + 37   # long rows take the chunked path
     if dtype == np.bool_:
         x = R.random((2, 3, n)) < 0.3
     elif dtype == np.int32:
@@ -173,11 +173,17 @@ def test_top_k_select_and_sort_paths_agree(dtype):
         x = R.integers(-3, 3, (2, 3, n)).astype(dtype)
         x[..., ::5] = -np.inf
         x[..., 3::11] = np.nan
-    for k in (1, 4, TOP_K_SELECT, TOP_K_SELECT + 1, n):
+    for k in (1, 4, TOP_K_SELECT, TOP_K_SELECT + 1, 40):
         v, i = top_k(x, k)
         want = np.array([_top_k_ref(r)[:k] for r in x.reshape(-1, n)]).reshape(x.shape[:-1] + (k,))
         np.testing.assert_array_equal(np.asarray(i), want, err_msg=f"k={k}")
         np.testing.assert_array_equal(np.asarray(v), np.take_along_axis(x, want, -1), err_msg=f"k={k}")
+    if dtype == np.float32:      # fewer large entries than k: the rest are -inf, lowest first
+        y = np.full((2, 4133), -np.inf, dtype)
+        y[0, [7, 3000, 4100]] = [1.0, 2.0, 1.0]
+        v, i = top_k(y, 8)
+        want = np.array([_top_k_ref(r)[:8] for r in y])
+        np.testing.assert_array_equal(np.asarray(i), want)
 
 
 # --------------------------------------------------------------------------- quantiles

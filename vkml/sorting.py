@@ -160,7 +160,9 @@ def top_k(x, k: int) -> tuple[Array, Array]:
     if k == 0 or x.size == 0:
         shape = x.shape[:-1] + (k,)
         return vnp.zeros(shape, x.dtype), vnp.zeros(shape, dt.int32)
-    if k <= TOP_K_SELECT:
+    if k <= TOP_K_SELECT and n >= 16 * TOP_K_SELECT * k:
+        idx = _top_k_chunked(x, k)
+    elif k <= TOP_K_SELECT:
         idx = _top_k_select(x, k)
     else:
         idx = _argsort(x, ax, True)
@@ -172,6 +174,31 @@ def top_k(x, k: int) -> tuple[Array, Array]:
 # k up to which top_k selects k times (a max, a compare and an argmax over the row each)
 # instead of sorting every row: 3k passes over the data against the sort's log^2 n
 TOP_K_SELECT = 16
+
+
+def _top_k_chunked(x: Array, k: int) -> Array:
+    """_top_k_select on long rows, through chunks of about sqrt(n): the k largest entries lie
+    in the k chunks with the largest maxima (ties: the lower chunk first), since any entry
+    outside them ranks after those k maxima. So: one max per chunk, the top k chunks of
+    those, sorted by position, and the top k of their k * c entries, which are in row order
+    (ties still come out lower position first). The row is padded at its end with the
+    dtype's lowest value, which ranks after every real entry."""
+    if x.dtype == dt.bool_:
+        x = x.astype(dt.int32)
+    n = x.shape[-1]
+    c = 1 << max(4, round(math.log2(math.sqrt(n))))
+    nc = -(-n // c)
+    low = -math.inf if dt.is_float(x.dtype) else int(_np.iinfo(_np.int32).min)
+    lead = x.shape[:-1]
+    if nc * c != n:
+        x = vnp.concatenate([x, vnp.full(lead + (nc * c - n,), low, x.dtype)], axis=-1)
+    xr = vnp.reshape(x, lead + (nc, c))
+    best = vnp.sort(_top_k_select(vnp.max(xr, axis=-1), k), axis=-1)       # (..., k) chunks
+    ax = len(lead)
+    cand = take_along(xr, vnp.broadcast_to(best[..., None], lead + (k, c)), ax)
+    local = _top_k_select(vnp.reshape(cand, lead + (k * c,)), k)             # (..., k)
+    chunk = take_along(best, local // c, ax)
+    return chunk * c + local % c
 
 
 def _top_k_select(x: Array, k: int) -> Array:
