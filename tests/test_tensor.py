@@ -90,6 +90,8 @@ def test_op_without_rule_raises_naming_it(monkeypatch):
     (vnp.sign(w) * w).sum().backward()
     np.testing.assert_array_equal(np.asarray(w.grad), [1.0, -1.0])
     monkeypatch.setitem(SPECS, OpKind.Sign, dataclasses.replace(SPECS[OpKind.Sign], grad=Grad.DISCONTINUOUS))
+    # the registry is fixed at import in real use: planned backward programs assume it
+    monkeypatch.setattr(vkml.tensor, "_BACKWARD_CACHE", type(vkml.tensor._BACKWARD_CACHE)())
     w = T([1.0, -1.0])
     with pytest.raises(NotImplementedError, match=r"Sign.*stop_gradient\(sign\(x\)\)"):
         (vnp.sign(w) * w).sum().backward()
@@ -141,3 +143,36 @@ def test_integer_power_of_a_tensor_is_exact():
     w = T([3.0])
     (w ** 2).sum().backward()
     assert np.asarray(w.grad).tolist() == [6.0]
+
+
+def test_a_repeated_backward_replays_its_planned_program():
+    """The gradient program is planned once per tape structure: later identical steps hit
+    the cache and give the gradients of a fresh plan (vkml.grad's); a changed shape plans
+    again; forward values, constant operands and Python scalars are the program's inputs,
+    never baked into it."""
+    from vkml import tensor as vt
+    R = np.random.default_rng(3)
+    w1, w2 = R.standard_normal((4, 8)), R.standard_normal((8, 1))
+
+    def loss(m, a, b, x, c, s):
+        return m.sum(m.tanh(x @ a) @ b * c) * s
+
+    def step(x, c, s):
+        a, b = vkml.Tensor(w1, requires_grad=True), vkml.Tensor(w2, requires_grad=True)
+        loss(vnp, a, b, x, c, s).backward()
+        return np.asarray(a.grad), np.asarray(b.grad)
+
+    before = dict(vt._BACKWARD_STATS)
+    for i in range(3):
+        x, c, s = R.standard_normal((5, 4)), R.standard_normal((5, 1)), float(i + 1)
+        got = step(x, c, s)
+        want = vkml.grad(lambda a, b: loss(vnp, a, b, x, c, s), argnums=(0, 1))(w1, w2)
+        for g, w_ in zip(got, want):
+            np.testing.assert_allclose(g, np.asarray(w_), rtol=1e-12, atol=1e-12)
+    assert vt._BACKWARD_STATS["plans"] - before["plans"] == 1
+    assert vt._BACKWARD_STATS["hits"] - before["hits"] == 2
+    x, c = R.standard_normal((7, 4)), R.standard_normal((7, 1))    # a new batch size
+    got = step(x, c, 2.0)
+    want = vkml.grad(lambda a, b: loss(vnp, a, b, x, c, 2.0), argnums=(0, 1))(w1, w2)
+    np.testing.assert_allclose(got[0], np.asarray(want[0]), rtol=1e-12, atol=1e-12)
+    assert vt._BACKWARD_STATS["plans"] - before["plans"] == 2

@@ -3,27 +3,32 @@
 A Tensor is an Array (same device buffer, same operators) that also records the ops
 applied to it: each result keeps the Node of the op and its operands (the tape).
 `backward()` runs the same reverse walk as `vkml.grad` (transforms.grad.backward) over
-the recorded nodes, with every forward value the tape still holds substituted as a
-constant (nothing is recomputed), executes the gradient graph in one submission, and
-deposits realized gradients into the leaves that require grad, accumulating.
+the recorded nodes, with every forward value the tape still holds an input of the gradient
+graph (nothing is recomputed), executes that graph in one submission, and deposits
+realized gradients into the leaves that require grad, accumulating. The planned program is
+kept by the tape's structure, so a loop's later backward() calls replay it.
 Semantics are those of autograd-semantics.txt.
 """
 from __future__ import annotations
 
+import os
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from . import array as _array
 from . import numpy as vnp
-from .array import Array, bind
-from .graphs import execute
+from .array import Array, bind, run_compiled
+from .graphs import for_execution
 from .trace import dtypes as dt
 from .trace import tracer
 from .trace.dtypes import DTypeError
 from .trace.graph import Graph, Node, input_node, toposort
 from .trace.ops import OpKind
 from .transforms.grad import backward as _backward
+from .transforms.simplify import simplify
+from .vulkan.compiled import Compiled
 from .tensor_methods import TensorMethods
 
 
@@ -174,22 +179,91 @@ class Tensor(TensorMethods, Array):
         leaves = [t for t in values.values() if t._is_leaf and t.requires_grad]
         if not leaves:
             return
-        seed_in = input_node(self.shape, self.dtype, 0)
-        grads = _backward([self._tape], [seed_in], [t._tape for t in leaves])
-        # every forward value the tape holds is a constant of the gradient graph
-        sub: dict[int, Node] = {}
-        for n in toposort(grads):
-            if n.id in values:
-                v = values[n.id]
-                sub[n.id] = Node(OpKind.Const, (), {"shape": v.shape, "dtype": v.dtype, "value": v.data})
-            elif n.op not in (OpKind.Input,) and any(i.id in sub for i in n.inputs):
-                sub[n.id] = Node(n.op, [sub.get(i.id, i) for i in n.inputs], n.attrs, tag=n.tag,
-                                 shape=n.shape, dtype=n.dtype)
-        outs = [sub.get(g.id, g) for g in grads]
-        results = execute(Graph([seed_in], outs), [seed])
+        order = list(values.values())
+        consts = [p for t in order for p in t._parents if not isinstance(p, Tensor)]
+        key = _tape_key(order, seed)
+        entry = _BACKWARD_CACHE.get(key) if key is not None else None
+        if entry is None:
+            entry = _plan_backward(self, order, leaves, consts)
+            if key is not None:
+                _BACKWARD_CACHE[key] = entry
+                while len(_BACKWARD_CACHE) > BACKWARD_CACHE_SIZE:
+                    _BACKWARD_CACHE.popitem(last=False)
+            _BACKWARD_STATS["plans"] += 1
+        else:
+            _BACKWARD_CACHE.move_to_end(key)
+            _BACKWARD_STATS["hits"] += 1
+        compiled, reads = entry
+        pool = [t.data for t in order] + list(consts)
+        results = run_compiled(compiled, [seed] + [pool[i] for i in reads])
         with no_record():
             for leaf, g in zip(leaves, results):
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
+
+
+# Planned backward programs by the structure of their tape (`_tape_key`): a training loop's
+# backward() replays its program from the second step on, as a jitted step does, instead of
+# building, fusing and lowering the gradient graph again. VKML_BACKWARD_CACHE=0 plans every
+# backward (to measure what the cache saves: bench/tools/eager_step.py).
+BACKWARD_CACHE_SIZE = int(os.environ.get("VKML_BACKWARD_CACHE", "64"))
+_BACKWARD_CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
+_BACKWARD_STATS = {"plans": 0, "hits": 0}
+
+
+def _tape_key(order: list, seed: Array) -> tuple | None:
+    """What the backward program depends on: per tape tensor (in walk order) its op,
+    attributes, shape and dtype, where each operand comes from (another tape tensor, or a
+    constant of some shape and dtype), and whether it is a leaf that gets a gradient; the
+    seed's shape and dtype; the device profile. None where an attribute is not hashable
+    (that backward is planned each time)."""
+    pos = {t._tape.id: i for i, t in enumerate(order)}
+    parts = []
+    try:
+        for t in order:
+            n = t._tape
+            if not t._parents:
+                parts.append(("leaf", n.shape, str(n.dtype), t._is_leaf and t.requires_grad))
+                continue
+            src = tuple(("t", pos[p._tape.id]) if isinstance(p, Tensor) else ("c", p.shape, str(p.dtype))
+                        for p in t._parents)
+            attrs = tuple(sorted((k, _array._freeze(v)) for k, v in n.attrs.items()))
+            parts.append((n.op, attrs, n.shape, str(n.dtype), src, t._is_leaf and t.requires_grad))
+        return (seed.shape, str(seed.dtype), tuple(parts), _array._profile())
+    except TypeError:
+        return None
+
+
+def _plan_backward(root: "Tensor", order: list, leaves: list, consts: list) -> tuple:
+    """The compiled gradient program of root's tape and which of the tape's values it
+    reads: every forward value the tape holds (and every constant operand) is an input of
+    the gradient graph, not baked into it, so the program serves every tape of the same
+    structure."""
+    seed_in = input_node(root.shape, root.dtype, 0)
+    grads = _backward([root._tape], [seed_in], [t._tape for t in leaves])
+    inputs: dict[int, tuple[int, Node]] = {}
+    for i, t in enumerate(order):
+        inputs[t._tape.id] = (i, input_node(t.shape, t.dtype, i + 1))
+    k = len(order)
+    for t in order:
+        for p, n in zip(t._parents, t._tape.inputs):
+            if not isinstance(p, Tensor) and n.id not in inputs:
+                inputs[n.id] = (k, input_node(p.shape, p.dtype, k + 1))
+                k += 1
+    sub: dict[int, Node] = {}
+    used: dict[int, Node] = {}
+    for n in toposort(grads):
+        if n.id in inputs:
+            i, node = inputs[n.id]
+            sub[n.id] = node
+            used[i] = node
+        elif n.op is not OpKind.Input and any(i.id in sub for i in n.inputs):
+            sub[n.id] = Node(n.op, [sub.get(i.id, i) for i in n.inputs], n.attrs, tag=n.tag,
+                             shape=n.shape, dtype=n.dtype)
+    reads = sorted(used)
+    graph = Graph([seed_in] + [used[i] for i in reads], [sub.get(g.id, g) for g in grads])
+    # fresh activations every step: bind them where they lie (a recording per binding, as
+    # an eager operator does) rather than copy them into slots
+    return Compiled(for_execution(simplify(graph)), copy_fallback=False), reads
 
 
 class no_record:
