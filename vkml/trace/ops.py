@@ -29,7 +29,7 @@ class OpKind(enum.Enum):
     Cast = "Cast"; Copy = "Copy"; StopGradient = "StopGradient"
     # binary
     Add = "Add"; Sub = "Sub"; Mul = "Mul"; Div = "Div"; Pow = "Pow"; Maximum = "Maximum"
-    Minimum = "Minimum"; Where = "Where"; IntegerPow = "IntegerPow"
+    Minimum = "Minimum"; Where = "Where"; IntegerPow = "IntegerPow"; Atan2 = "Atan2"
     # bitwise (bool and int32 only)
     BitwiseAnd = "BitwiseAnd"; BitwiseOr = "BitwiseOr"; BitwiseXor = "BitwiseXor"
     BitwiseNot = "BitwiseNot"; ShiftLeft = "ShiftLeft"; ShiftRight = "ShiftRight"
@@ -266,6 +266,10 @@ _BINARY = {
                              "1 / x ** -y: 1 or -1 for x = 1 or -1, else 0"),
     OpKind.Maximum: (dt.ALL, "elementwise max; nan propagates; on bool it is logical or"),
     OpKind.Minimum: (dt.ALL, "elementwise min; nan propagates; on bool it is logical and"),
+    # the one kernel of the inverse trigonometric family: arctan, arcsin, arccos are
+    # compositions over it (atan2(x, sqrt((1-x)(1+x))) keeps arcsin accurate near +-1)
+    OpKind.Atan2: (dt.FLOATS, "atan2(y, x): the angle of the point (x, y) in [-pi, pi], with "
+                              "C99's (and NumPy's) signed zeros and infinities"),
 }
 for _k, (_ds, _doc) in _BINARY.items():
     _declare(_k, arity=2, attrs=(), shape_rule=_bcast(_k.value),
