@@ -566,3 +566,15 @@ for _d in FLOATS:
     _add(OpKind.Atan2, "unit-box", _at2, _rounded(lambda y, x: np.arctan2(y.astype(F64), x.astype(F64)), _d),
          [rand((3000,), _d, -3, 3), rand((3000,), _d, -3, 3)], _d,
          rtol=1.2e-7 if _d is F32 else 2.3e-16, atol=0.0)
+
+# --------------------------------------------------------------------------- Gcd
+# signs, zeros, INT_MIN (whose magnitude wraps, as NumPy's) and consecutive Fibonacci
+# numbers (Euclid's longest chains on int32)
+_GCD_INTS = [0, 1, -1, 6, -4, 12, -18, 2147483647, -2147483648, 46368, 28657, 1836311903, 1134903170]
+_gcd = lambda x, y: bind(OpKind.Gcd, [x, y])
+_add(OpKind.Gcd, "edges", _gcd, np.gcd, list(_grid(_GCD_INTS, I32)), I32, exact=True)
+_add(OpKind.Gcd, "bcast-3x1x4-5x1", _gcd, np.gcd, [rand((3, 1, 4), I32, -1000, 1000), rand((5, 1), I32, -60, 60)],
+     I32, exact=True)
+_add(OpKind.Gcd, "transposed", lambda x, y: _gcd(x.T, y[::2]), lambda x, y: np.gcd(x.T, y[::2]),
+     [rand((4, 3), I32, -2**31, 2**31 - 1), rand((6, 4), I32, -2**31, 2**31 - 1)], I32, exact=True)
+_add(OpKind.Gcd, "size0", _gcd, np.gcd, [rand((0, 3), I32), rand((3,), I32)], I32, exact=True)

@@ -602,3 +602,16 @@ float vk_atan2(float y, float x) {
     if (floatBitsToUint(x) >= 0x80000000u) z = 3.141592741e+00 - (z - -8.742277657e-08);
     return (floatBitsToUint(y) >= 0x80000000u) ? -z : z;
 }
+
+// gcd of int32 by Euclid on magnitudes (abs(INT_MIN) stays INT_MIN, as NumPy's; after the
+// first step the remainder is non-negative: C's % of INT_MIN by b > 0 is in (-b, 0], made
+// non-negative by the sign fix-up); at most 46 steps
+int vk_gcd(int a, int b) {
+    a = abs(a); b = abs(b);
+    while (b != 0) {
+        int r = a - (a / b) * b;
+        if (r < 0) r += b;
+        a = b; b = r;
+    }
+    return a;
+}
