@@ -298,7 +298,8 @@ def test_cbrt_perfect_cubes_exact_and_sign():
         q = np.concatenate([np.arange(-200, 201), 2.0 ** np.arange(-40, 41), [0.5, -0.25, 1.5]]).astype(d)
         c = (q.astype(F64) ** 3).astype(d)
         got = vnp.cbrt(vnp.asarray(c)).numpy()
-        np.testing.assert_array_equal(got, np.cbrt(c))
+        # the exact root (this platform's float64 np.cbrt is 1 ulp off on most of these)
+        np.testing.assert_array_equal(got, q)
         assert np.signbit(vnp.cbrt(vnp.asarray(np.asarray([-0.0], d))).numpy()[0])
 
 
