@@ -196,6 +196,12 @@ UNARY = {
     # NumPy's conj makes a bool int8; jax.numpy's (and vkml's) keeps the array as it is
     "imag": (np.imag, False, build), "conj": (np.real, False, build),
     "conjugate": (np.real, False, build),
+    # trigonometric and hyperbolic compositions (accuracy: tests/test_numpy_math.py)
+    "tan": (np.tan, True, build), "arctan": (np.arctan, True, build),
+    "arcsin": (np.arcsin, True, build), "arccos": (np.arccos, True, build),
+    "arcsinh": (np.arcsinh, True, build), "arccosh": (np.arccosh, True, positive),
+    "arctanh": (np.arctanh, True, build), "cbrt": (np.cbrt, True, build),
+    "sinc": (np.sinc, True, build),
 }
 # Elementwise functions of two arrays: name -> (NumPy oracle, float_fn)
 BINARY = {
@@ -216,6 +222,7 @@ BINARY = {
     # NumPy's float_power is float64 always; vkml's (as jax.numpy's) the promoted float
     "float_power": (np.power, True), "logaddexp": (np.logaddexp, True),
     "logaddexp2": (np.logaddexp2, True), "hypot": (np.hypot, True),
+    "arctan2": (np.arctan2, True), "fmod": (np.fmod, False),
 }
 # Argument classes for creation functions: name -> list of (args, kwargs)
 CREATION = {
@@ -255,6 +262,8 @@ OWN_TESTS = {
     "sort", "argsort", "partition", "argpartition", "median", "quantile", "percentile",
     "searchsorted", "unique", "cumprod", "cummax", "cummin", "logcumsumexp", "nancumsum",
     "nancumprod",
+    # int32 only (NumPy refuses floats): tests/test_numpy_math.py
+    "gcd", "lcm",
 }
 EXCLUDED: dict[str, str] = {   # name -> reason
 }
@@ -547,7 +556,7 @@ OP_BINARY = {
     OpKind.BitwiseAnd: np.bitwise_and, OpKind.BitwiseOr: np.bitwise_or,
     OpKind.BitwiseXor: np.bitwise_xor, OpKind.ShiftLeft: np.left_shift,
     OpKind.ShiftRight: np.right_shift, OpKind.FloorDivide: np.floor_divide,
-    OpKind.Remainder: np.remainder,
+    OpKind.Remainder: np.remainder, OpKind.Atan2: np.arctan2, OpKind.Gcd: np.gcd,
 }
 OP_REDUCE = {OpKind.Sum: np.sum, OpKind.Mean: np.mean, OpKind.Max: np.max, OpKind.Min: np.min,
              OpKind.Prod: np.prod, OpKind.ArgMax: np.argmax, OpKind.ArgMin: np.argmin}

@@ -231,3 +231,130 @@ def test_logaddexp_gradient_at_a_tie_is_half():
     gx = vkml.grad(lambda a, b: vnp.sum(vnp.logaddexp(a, b)), argnums=(0, 1))(x, x)
     np.testing.assert_allclose(np.asarray(gx[0]), [0.5, 0.5], rtol=1e-12)
     np.testing.assert_allclose(np.asarray(gx[1]), [0.5, 0.5], rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- trigonometric,
+# hyperbolic, cbrt, sinc, fmod, gcd, lcm (the compositions over Atan2 and Gcd)
+
+def _wide(d, n=4000, seed=3):
+    """Magnitudes log-uniform over the float range of d (both signs), plus SPECIAL."""
+    R = np.random.default_rng(seed)
+    top = 38 if d == F32 else 300
+    with np.errstate(all="ignore"):
+        x = 10.0 ** R.uniform(-top, top, n) * R.choice([-1.0, 1.0], n)
+        return np.concatenate([np.asarray(SPECIAL), x]).astype(d)
+
+
+def _unit(d, n=4000, seed=4):
+    """[-1, 1], crowded at the ends (1 - 10^-k) and at 0, where arcsin/arctanh are hardest."""
+    R = np.random.default_rng(seed)
+    x = np.concatenate([R.uniform(-1, 1, n), 1 - 10.0 ** R.uniform(-16, 0, n),
+                        10.0 ** R.uniform(-30, 0, n)]) * R.choice([-1.0, 1.0], 3 * n)
+    return np.concatenate([x, [1.0, -1.0, 0.0, -0.0, 1.5, -2.0, np.nan]]).astype(d)
+
+
+# name -> (NumPy oracle, domain, bound in ulp of the dtype): the measured maxima on these
+# points were tan 2.3, arctan 0.6, arcsin 2.2, arccos 2.7, arcsinh 1.0, arccosh 3.0,
+# arctanh 2.0, cbrt 3.0 (float64; its Newton step rounds three times), sinc 1.0
+INVERSE = {"tan": (np.tan, _wide, 3), "arctan": (np.arctan, _wide, 1),
+           "arcsin": (np.arcsin, _unit, 3), "arccos": (np.arccos, _unit, 3),
+           "arcsinh": (np.arcsinh, _wide, 2), "arccosh": (np.arccosh, _wide, 3),
+           "arctanh": (np.arctanh, _unit, 2), "cbrt": (np.cbrt, _wide, 3),
+           "sinc": (np.sinc, _wide, 2)}
+
+
+@pytest.mark.parametrize("d", [F32, F64])
+@pytest.mark.parametrize("name", sorted(INVERSE))
+def test_inverse_and_hyperbolic_values(name, d):
+    f, domain, ulps = INVERSE[name]
+    x = domain(d)
+    atol = 2 * np.finfo(d).smallest_subnormal
+    if name == "arccosh":
+        x = np.concatenate([x, np.abs(x) + 1, 1 + np.abs(_unit(d))]).astype(d)
+    with np.errstate(all="ignore"):
+        want = f(x.astype(F64))
+    if name == "sinc":
+        # sin(pi x) / (pi x) with pi x rounded to d, as NumPy computes it in d: near the zeros
+        # (integer x) only an absolute bound means anything
+        x = x[np.abs(x) < (1e6 if d == F32 else 1e12)]
+        with np.errstate(all="ignore"):
+            want, atol = np.sinc(x), 4 * np.finfo(d).eps
+    judge(getattr(vnp, name)(vnp.asarray(x)), want, d, ulps * np.finfo(d).eps,
+          f"{name}({np.dtype(d)})", atol=atol, operands=(x,))
+
+
+@pytest.mark.parametrize("d", [F32, F64])
+def test_arctan2_quadrants_and_extremes(d):
+    v = np.asarray([0.0, -0.0, 1.0, -1.0, 1e-30, -3e38, np.inf, -np.inf, np.nan, 2.5]).astype(d)
+    y, x = (a.ravel() for a in np.meshgrid(v, v))
+    judge(vnp.arctan2(vnp.asarray(y), vnp.asarray(x)), np.arctan2(y.astype(F64), x.astype(F64)), d,
+          2 * np.finfo(d).eps, "arctan2 edges")
+    # int operands become float32, as NumPy's (float64 there)
+    assert vnp.arctan2(1, 2).dtype == F32 and vnp.arctan(vnp.asarray([1], I32)).dtype == F32
+
+
+def test_cbrt_perfect_cubes_exact_and_sign():
+    for d in (F32, F64):
+        q = np.concatenate([np.arange(-200, 201), 2.0 ** np.arange(-40, 41), [0.5, -0.25, 1.5]]).astype(d)
+        c = (q.astype(F64) ** 3).astype(d)
+        got = vnp.cbrt(vnp.asarray(c)).numpy()
+        # the exact root (this platform's float64 np.cbrt is 1 ulp off on most of these)
+        np.testing.assert_array_equal(got, q)
+        assert np.signbit(vnp.cbrt(vnp.asarray(np.asarray([-0.0], d))).numpy()[0])
+
+
+def test_fmod_values_sign_of_dividend():
+    for d in (F32, F64):
+        v = np.asarray([0.0, -0.0, 1.0, -1.0, 0.1, -0.3, 2.5, 7.0, -7.5, 1e-30, 3e38, -3e38,
+                        np.inf, -np.inf, np.nan]).astype(d)
+        x, y = (a.ravel() for a in np.meshgrid(v, v))
+        with np.errstate(all="ignore"):
+            want = np.fmod(x, y)
+        judge(vnp.fmod(vnp.asarray(x), vnp.asarray(y)), want, d, 0.0, f"fmod({np.dtype(d)})")
+    v = np.asarray([0, 1, -1, 2, -2, 3, -7, 7, 2147483647, -2147483647, -2147483648], I32)
+    x, y = (a.ravel() for a in np.meshgrid(v, v))
+    with np.errstate(all="ignore"):
+        want = np.fmod(x, y)
+    np.testing.assert_array_equal(vnp.fmod(vnp.asarray(x), vnp.asarray(y)).numpy(), want)
+
+
+def test_gcd_lcm_int32():
+    R = np.random.default_rng(8)
+    v = np.concatenate([[0, 1, -1, 6, -4, 12, -18, 46368, 28657, 2147483647],
+                        R.integers(-10**6, 10**6, 40)]).astype(I32)
+    x, y = (a.ravel() for a in np.meshgrid(v, v))
+    np.testing.assert_array_equal(vnp.gcd(vnp.asarray(x), vnp.asarray(y)).numpy(), np.gcd(x, y))
+    small = v[np.abs(v) < 50000]
+    x, y = (a.ravel() for a in np.meshgrid(small, small))
+    np.testing.assert_array_equal(vnp.lcm(vnp.asarray(x), vnp.asarray(y)).numpy(), np.lcm(x, y))
+    assert vnp.gcd(vnp.asarray([True]), 4).dtype == I32
+    with pytest.raises(vnp.DTypeError, match="gcd"):
+        vnp.gcd(vnp.asarray([1.5]), 2)
+    with pytest.raises(vnp.DTypeError, match="lcm"):
+        vnp.lcm(2, vnp.asarray([1.5]))
+
+
+GRAD_POINTS = {"tan": [0.3, -1.1], "arctan": [0.3, -2.5], "arcsin": [0.3, -0.8],
+               "arccos": [0.3, -0.8], "arcsinh": [0.3, -2.5], "arccosh": [1.3, 4.0],
+               "arctanh": [0.3, -0.8], "cbrt": [0.3, -2.5], "sinc": [0.3, -1.7, 1e-4, 0.0]}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_POINTS))
+def test_inverse_and_hyperbolic_grads(name):
+    check_grads(getattr(vnp, name), (vnp.asarray(GRAD_POINTS[name], F64),), order=2)
+
+
+def test_arctan2_fmod_grads():
+    y, x = vnp.asarray([0.3, -1.2, 2.0], F64), vnp.asarray([-0.7, 0.4, 1.5], F64)
+    check_grads(vnp.arctan2, (y, x), order=2)
+    check_grads(vnp.fmod, (vnp.asarray([7.3, -5.2, 0.4], F64), vnp.asarray([2.1, 1.5, -3.0], F64)), order=2)
+
+
+def test_grads_at_domain_edges_as_jax():
+    g = lambda f, v: float(vkml.grad(lambda t: f(t))(vnp.asarray(v, F64)))  # noqa: E731
+    assert g(vnp.arcsin, 1.0) == np.inf and g(vnp.arcsin, -1.0) == np.inf
+    assert g(vnp.arccos, 1.0) == -np.inf and g(vnp.arctanh, 1.0) == np.inf
+    assert g(vnp.arccosh, 1.0) == np.inf
+    assert g(vnp.sinc, 0.0) == 0.0
+    h = float(vkml.grad(vkml.grad(vnp.sinc))(vnp.asarray(0.0, F64)))
+    assert abs(h + np.pi ** 2 / 3) < 1e-12

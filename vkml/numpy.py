@@ -1452,6 +1452,214 @@ def hypot(x, y) -> Array:
     return where(logical_or(isinf(x), isinf(y)), inf, r)
 
 
+# --------------------------------------------------------------------------- trigonometric,
+# hyperbolic and number-theoretic functions: compositions over Sin/Cos/Log1p/Sqrt, the
+# Atan2 kernel and the Gcd kernel. Branches whose values are not taken see clipped
+# operands, so their (zero-weighted) gradients stay finite.
+
+def _signed(f, x):
+    """f(|x|) with the sign of x (a -0 in gives -0 out), as where(signbit) rather than abs
+    so that the gradient at x = 0 is f'(0), not abs's 0."""
+    neg = signbit(x)
+    r = f(where(neg, -x, x))
+    return where(neg, -r, r)
+
+
+def tan(x) -> Array:
+    """Tangent as sin(x) / cos(x) (one fused kernel under jit).
+
+    >>> tan(asarray([0.0, 1.0])).numpy().astype(float).round(4).tolist()
+    [0.0, 1.5574]
+    """
+    (x,), _ = _float_operands("tan", x)
+    return sin(x) / cos(x)
+
+
+def arctan2(x1, x2) -> Array:
+    """The angle of the point (x2, x1) in [-pi, pi], with C99's signed zeros and infinities
+    (arctan2(0, -0) is pi); integer input becomes float32.
+
+    >>> arctan2(asarray([1.0, 1.0, -0.0]), asarray([1.0, -1.0, -1.0])).numpy().astype(float).round(4).tolist()
+    [0.7854, 2.3562, -3.1416]
+    """
+    (y, x), _ = _float_operands("arctan2", x1, x2)
+    return bind(OpKind.Atan2, [y, x])
+
+
+def arctan(x) -> Array:
+    """Inverse tangent in [-pi/2, pi/2], as arctan2(x, 1).
+
+    >>> arctan(asarray([1.0, -inf])).numpy().astype(float).round(4).tolist()
+    [0.7854, -1.5708]
+    """
+    (x,), d = _float_operands("arctan", x)
+    return bind(OpKind.Atan2, [x, full((), 1.0, d)])
+
+
+def _sqrt_1mx2(x):
+    # sqrt(1 - x) sqrt(1 + x): accurate near |x| = 1 (1 - x is exact there), and at |x| = 1
+    # the factor that vanishes is the one whose gradient is inf, so no 0 * inf appears
+    return sqrt(1.0 - x) * sqrt(1.0 + x)
+
+
+def arcsin(x) -> Array:
+    """Inverse sine in [-pi/2, pi/2] as atan2(x, sqrt(1 - x^2)); nan outside [-1, 1].
+
+    >>> arcsin(asarray([0.5, 1.0, 2.0])).numpy().astype(float).round(4).tolist()
+    [0.5236, 1.5708, nan]
+    """
+    (x,), _ = _float_operands("arcsin", x)
+    return bind(OpKind.Atan2, [x, _sqrt_1mx2(x)])
+
+
+def arccos(x) -> Array:
+    """Inverse cosine in [0, pi] as atan2(sqrt(1 - x^2), x); nan outside [-1, 1].
+
+    >>> arccos(asarray([0.5, -1.0])).numpy().astype(float).round(4).tolist()
+    [1.0472, 3.1416]
+    """
+    (x,), _ = _float_operands("arccos", x)
+    return bind(OpKind.Atan2, [_sqrt_1mx2(x), x])
+
+
+def _log_large(a, big):
+    # asinh(a) = acosh(a) = log(2a) to within 1 / (4 a^2): below rounding for a >= big
+    return log(maximum(a, big)) + math.log(2.0)
+
+
+_BIG = 1e18       # a * a is finite in float32 below it, and log(2a) exact to rounding above
+
+
+def arcsinh(x) -> Array:
+    """Inverse hyperbolic sine: sign(x) log1p(a + a^2 / (1 + sqrt(1 + a^2))) with a = |x|
+    (accurate near 0, -0 kept), log(2a) for huge a (no overflow of a^2).
+
+    >>> arcsinh(asarray([0.0, 1.0, -1e30])).numpy().astype(float).round(4).tolist()
+    [0.0, 0.8814, -69.7707]
+    """
+    (x,), _ = _float_operands("arcsinh", x)
+
+    def f(a):
+        s = minimum(a, _BIG)
+        small = log1p(s + s * s / (1.0 + sqrt(1.0 + s * s)))
+        return where(less(a, _BIG), small, _log_large(a, _BIG))
+    return _signed(f, x)
+
+
+def arccosh(x) -> Array:
+    """Inverse hyperbolic cosine: log1p(t + sqrt(t) sqrt(t + 2)) with t = x - 1 (accurate
+    near 1), log(2x) for huge x; nan below 1.
+
+    >>> arccosh(asarray([1.0, 2.0, 0.5])).numpy().astype(float).round(4).tolist()
+    [0.0, 1.317, nan]
+    """
+    (x,), _ = _float_operands("arccosh", x)
+    t = minimum(x, _BIG) - 1.0
+    small = log1p(t + sqrt(t) * sqrt(t + 2.0))
+    return where(less(x, _BIG), small, _log_large(x, _BIG))
+
+
+def arctanh(x) -> Array:
+    """Inverse hyperbolic tangent: (log1p(x) - log1p(-x)) / 2, two terms of opposite signs
+    (so nothing cancels); +-inf at +-1, nan outside [-1, 1].
+
+    >>> arctanh(asarray([0.5, 1.0, -1.0])).numpy().astype(float).round(4).tolist()
+    [0.5493, inf, -inf]
+    """
+    (x,), _ = _float_operands("arctanh", x)
+    return (log1p(x) - log1p(-x)) * 0.5
+
+
+def cbrt(x) -> Array:
+    """Real cube root, sign preserving: exp(log|x| / 3), one Newton step, then snapped to
+    the nearest number of a third of the significand's bits when that one cubes exactly to
+    |x| (so perfect cubes such as 27 or 0.125 give exact roots, as NumPy's).
+
+    >>> cbrt(asarray([27.0, -8.0, 0.125, 2.0])).numpy().astype(float).round(4).tolist()
+    [3.0, -2.0, 0.5, 1.2599]
+    """
+    (x,), d = _float_operands("cbrt", x)
+    # Veltkamp's split keeps the top 8 (float32) / 17 (float64) bits, whose cube is exact
+    k = 65537.0 if d == dt.float32 else 68719476737.0
+
+    def f(a):
+        special = logical_or(equal(a, 0.0), isinf(a))
+        s = where(special, 1.0, a)
+        r = exp(log(s) * (1.0 / 3.0))
+        r = (r * 2.0 + s / (r * r)) * (1.0 / 3.0)
+        c = r * k
+        q = bind(OpKind.StopGradient, [c - (c - r)])
+        r = where(equal(q * q * q, s), q + (r - bind(OpKind.StopGradient, [r])), r)
+        return where(special, a, r)
+    return _signed(f, x)
+
+
+def sinc(x) -> Array:
+    """NumPy's normalized sinc, sin(pi x) / (pi x), and 1 at 0; near 0 its Taylor series,
+    so that the first and second derivatives there are 0 and -pi^2 / 3 (as JAX's), not nan.
+
+    >>> sinc(asarray([0.0, 0.5, 1.5])).numpy().astype(float).round(4).tolist()
+    [1.0, 0.6366, -0.2122]
+    """
+    (x,), _ = _float_operands("sinc", x)
+    y = x * math.pi
+    near = less(abs(y), 1e-3)
+    ys = where(near, 1.0, y)
+    y2 = y * y
+    return where(near, 1.0 - y2 * (1.0 / 6.0) + y2 * y2 * (1.0 / 120.0), sin(ys) / ys)
+
+
+def fmod(x1, x2) -> Array:
+    """C's fmod: the remainder of x1 / x2 truncated, with the sign of x1 (NumPy's; remainder
+    takes the divisor's). Floats from the exact remainder of the magnitudes (nan for
+    x2 = 0 or infinite x1); int32 from remainder, fmod(x, 0) = 0 as NumPy.
+
+    >>> fmod(asarray([7, -7, 7]), asarray([2, 2, -2])).numpy().tolist()
+    [1, -1, 1]
+    >>> fmod(asarray([-7.5, 7.5]), 2.0).numpy().tolist()
+    [-1.5, 1.5]
+    """
+    x, y = _division_operands("fmod", x1, x2)
+    if dt.is_float(x.dtype):
+        return _signed(lambda a: bind(OpKind.Remainder, [a, abs(y)]), x)
+    m = bind(OpKind.Remainder, [x, y])
+    # floor's remainder differs from the truncated one by y where it is non-zero and its
+    # sign differs from x's (int32 wraps as C's would)
+    return where(logical_and(not_equal(m, 0), not_equal(less(m, 0), less(x, 0))), m - y, m)
+
+
+def _int32_operands(name, *xs):
+    xs, d = _operands(name, *xs)
+    if d == dt.bool_:
+        return [x.astype(dt.int32) for x in xs]
+    if d != dt.int32:
+        raise DTypeError(f"{name}: defined on integers (bool, int32), got {d}; NumPy refuses "
+                         f"floats too")
+    return xs
+
+
+def gcd(x1, x2) -> Array:
+    """Greatest common divisor of |x1| and |x2| (int32; gcd(0, 0) is 0), as NumPy's.
+
+    >>> gcd(asarray([12, -18, 0]), asarray([18, 12, 0])).numpy().tolist()
+    [6, 6, 0]
+    """
+    return bind(OpKind.Gcd, _int32_operands("gcd", x1, x2))
+
+
+def lcm(x1, x2) -> Array:
+    """Least common multiple |x1| / gcd * |x2| (int32, non-negative; 0 if either is 0;
+    wraps on overflow as NumPy's).
+
+    >>> lcm(asarray([4, -6, 0]), asarray([6, 4, 5])).numpy().tolist()
+    [12, 12, 0]
+    """
+    x, y = _int32_operands("lcm", x1, x2)
+    g = bind(OpKind.Gcd, [x, y])
+    # x // 0 is 0 on int32, so lcm(0, 0) = 0 with no special case
+    return abs(floor_divide(abs(x), g) * y)
+
+
 def real(x) -> Array:
     """The real part: x itself (vkml has no complex dtypes).
 

@@ -548,3 +548,33 @@ for _op, _f in [(OpKind.FloorDivide, np.floor_divide), (OpKind.Remainder, np.rem
         _big = 1e30 if _d is F32 else 1e300
         _add(_op, "wide", _c, _ref, [_logu(1e-30, _big, 500, _d), _logu(1e-30, _big, 500, _d)], _d, exact=True)
         _add(_op, "size0", _c, _ref, [rand((0, 3), _d), rand((3,), _d)], _d, exact=True)
+
+# --------------------------------------------------------------------------- Atan2
+# C99's quadrants and signed zeros on every pair of edge values (the oracle in the case's
+# own dtype, which NumPy computes exactly enough to compare signs), and magnitudes over
+# 60 decades with every sign combination at a tolerance of 2 ulp (float32) / 2e-16 (float64), rounded
+# results that underflow to subnormals within a few of the smallest steps
+_ATAN2_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e-30, -1e-30, 3e38, -3e38, INF, -INF, NAN]
+_at2 = lambda y, x: bind(OpKind.Atan2, [y, x])
+for _d in FLOATS:
+    _binary_cases(OpKind.Atan2, np.arctan2, _d, special=False)
+    _add(OpKind.Atan2, "edges", _at2, _rounded(np.arctan2, _d), list(_grid(_ATAN2_SPECIAL, _d)), _d,
+         rtol=1.2e-7 if _d is F32 else 2.3e-16, atol=0.0)
+    _add(OpKind.Atan2, "wide", _at2, _rounded(lambda y, x: np.arctan2(y.astype(F64), x.astype(F64)), _d),
+         [_logu(1e-30, 1e30, 3000, _d), _logu(1e-30, 1e30, 3000, _d)], _d,
+         rtol=1.2e-7 if _d is F32 else 2.3e-16, atol=3e-45 if _d is F32 else 1e-322)
+    _add(OpKind.Atan2, "unit-box", _at2, _rounded(lambda y, x: np.arctan2(y.astype(F64), x.astype(F64)), _d),
+         [rand((3000,), _d, -3, 3), rand((3000,), _d, -3, 3)], _d,
+         rtol=1.2e-7 if _d is F32 else 2.3e-16, atol=0.0)
+
+# --------------------------------------------------------------------------- Gcd
+# signs, zeros, INT_MIN (whose magnitude wraps, as NumPy's) and consecutive Fibonacci
+# numbers (Euclid's longest chains on int32)
+_GCD_INTS = [0, 1, -1, 6, -4, 12, -18, 2147483647, -2147483648, 46368, 28657, 1836311903, 1134903170]
+_gcd = lambda x, y: bind(OpKind.Gcd, [x, y])
+_add(OpKind.Gcd, "edges", _gcd, np.gcd, list(_grid(_GCD_INTS, I32)), I32, exact=True)
+_add(OpKind.Gcd, "bcast-3x1x4-5x1", _gcd, np.gcd, [rand((3, 1, 4), I32, -1000, 1000), rand((5, 1), I32, -60, 60)],
+     I32, exact=True)
+_add(OpKind.Gcd, "transposed", lambda x, y: _gcd(x.T, y[::2]), lambda x, y: np.gcd(x.T, y[::2]),
+     [rand((4, 3), I32, -2**31, 2**31 - 1), rand((6, 4), I32, -2**31, 2**31 - 1)], I32, exact=True)
+_add(OpKind.Gcd, "size0", _gcd, np.gcd, [rand((0, 3), I32), rand((3,), I32)], I32, exact=True)

@@ -29,11 +29,11 @@ class OpKind(enum.Enum):
     Cast = "Cast"; Copy = "Copy"; StopGradient = "StopGradient"
     # binary
     Add = "Add"; Sub = "Sub"; Mul = "Mul"; Div = "Div"; Pow = "Pow"; Maximum = "Maximum"
-    Minimum = "Minimum"; Where = "Where"; IntegerPow = "IntegerPow"
+    Minimum = "Minimum"; Where = "Where"; IntegerPow = "IntegerPow"; Atan2 = "Atan2"
     # bitwise (bool and int32 only)
     BitwiseAnd = "BitwiseAnd"; BitwiseOr = "BitwiseOr"; BitwiseXor = "BitwiseXor"
     BitwiseNot = "BitwiseNot"; ShiftLeft = "ShiftLeft"; ShiftRight = "ShiftRight"
-    FloorDivide = "FloorDivide"; Remainder = "Remainder"
+    FloorDivide = "FloorDivide"; Remainder = "Remainder"; Gcd = "Gcd"
     # comparisons
     Equal = "Equal"; NotEqual = "NotEqual"; Less = "Less"; LessEqual = "LessEqual"
     Greater = "Greater"; GreaterEqual = "GreaterEqual"
@@ -268,6 +268,10 @@ _BINARY = {
                              "1 / x ** -y: 1 or -1 for x = 1 or -1, else 0"),
     OpKind.Maximum: (dt.ALL, "elementwise max; nan propagates; on bool it is logical or"),
     OpKind.Minimum: (dt.ALL, "elementwise min; nan propagates; on bool it is logical and"),
+    # the one kernel of the inverse trigonometric family: arctan, arcsin, arccos are
+    # compositions over it (atan2(x, sqrt((1-x)(1+x))) keeps arcsin accurate near +-1)
+    OpKind.Atan2: (dt.FLOATS, "atan2(y, x): the angle of the point (x, y) in [-pi, pi], with "
+                              "C99's (and NumPy's) signed zeros and infinities"),
 }
 for _k, (_ds, _doc) in _BINARY.items():
     _declare(_k, arity=2, attrs=(), shape_rule=_bcast(_k.value),
@@ -377,6 +381,14 @@ _declare(OpKind.Remainder, arity=2, attrs=(), shape_rule=_bcast("Remainder"),
          grad=Grad.RULE,
          doc="x % y with the sign of y, as NumPy (from an exact fmod; floats: x % 0 is nan, a zero "
              "remainder takes y's sign; int32: x % 0 is 0); shapes broadcast.", family="binary")
+# a kernel, not a composition: Euclid needs up to 45 remainder steps on int32, which as
+# operators would be ~140 nodes per call; in GLSL it is a short loop
+_declare(OpKind.Gcd, arity=2, attrs=(), shape_rule=_bcast("Gcd"),
+         dtype_rule=_binary_dtype("Gcd", dt.INTS), dtypes=dt.INTS, kernel="elementwise",
+         grad=Grad.INTEGER,
+         doc="The greatest common divisor of |x| and |y| by Euclid's algorithm, as NumPy "
+             "(gcd(0, 0) is 0; |INT_MIN| wraps to INT_MIN as NumPy's abs); shapes broadcast.",
+         family="binary")
 _declare(OpKind.BitwiseNot, arity=1, attrs=(), shape_rule=_same_shape,
          dtype_rule=_unary_dtype("BitwiseNot", dt.INTEGRAL), dtypes=dt.INTEGRAL,
          kernel="elementwise", grad=Grad.INTEGER,

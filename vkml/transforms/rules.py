@@ -245,6 +245,9 @@ RULES = {
     K.Div: _binary(lambda n, g, a, b: g / b, lambda n, g, a, b: -g * E(n) / b),
     K.Pow: _binary(_pow_a, _pow_b),
     K.IntegerPow: _integer_pow,
+    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2), as JAX's
+    K.Atan2: _binary(lambda n, g, y, x: g * x / (x * x + y * y),
+                     lambda n, g, y, x: -g * y / (x * x + y * y)),
     # x // y is piecewise constant (zero almost everywhere, as JAX's); x % y = x - y * (x // y)
     K.FloorDivide: lambda n, g, a, b: (None, None),
     K.Remainder: _binary(lambda n, g, a, b: g, lambda n, g, a, b: -g * op(K.FloorDivide, a, b)),

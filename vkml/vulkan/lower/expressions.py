@@ -57,7 +57,8 @@ def math_library(p, double: bool) -> None:
 # kernel's size, and sin/cos (range reduction) dwarf an add
 LIB_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_pow": 40, "vk_floordiv": 30, "vk_remainder": 25, "vk_erf": 30,
               "vk_erfc": 30, "vk_tanh": 20, "vk_expm1": 20, "vk_log1p": 15, "vk_log": 15, "vk_exp": 10,
-              "vk_sigmoid": 12, "vk_div": 10, "vk_ipow": 10}
+              "vk_sigmoid": 12, "vk_div": 10, "vk_ipow": 10,
+              "vk_atan2": 35, "vk_gcd": 10}
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ FLOAT_EXPR = {
     # Vulkan guarantees division only for |b| in [2^-126, 2^126]: vk_div scales the rest
     OpKind.Div: _e("vk_div({a}, {b})", "vk_div"),
     OpKind.Pow: _e("vk_pow({a}, {b})", "vk_pow"),
+    OpKind.Atan2: _e("vk_atan2({a}, {b})", "vk_atan2"),
     OpKind.FloorDivide: _e("vk_floordiv({a}, {b})", "vk_floordiv"),
     OpKind.Remainder: _e("vk_remainder({a}, {b})", "vk_remainder"),
     OpKind.Maximum: _e("(({a} > {b} || isnan({a})) ? {a} : {b})"),
@@ -136,6 +138,7 @@ INT_EXPR = {
     OpKind.Add: _e("({a} + {b})"), OpKind.Sub: _e("({a} - {b})"), OpKind.Mul: _e("({a} * {b})"),
     OpKind.Maximum: _e("max({a}, {b})"), OpKind.Minimum: _e("min({a}, {b})"),
     OpKind.Pow: _e("vk_ipow({a}, {b})", "vk_ipow"),
+    OpKind.Gcd: _e("vk_gcd({a}, {b})", "vk_gcd"),
     # bool is a 0/1 word: and, or and xor of two bools stay 0/1 (BitwiseNot is below)
     OpKind.BitwiseAnd: _e("({a} & {b})"), OpKind.BitwiseOr: _e("({a} | {b})"),
     OpKind.BitwiseXor: _e("({a} ^ {b})"),

@@ -567,3 +567,51 @@ float vk_remainder(float a, float b) {
     if (m != 0.0) return ((b < 0.0) != (m < 0.0)) ? m + b : m;
     return uintBitsToFloat(floatBitsToUint(b) & 0x80000000u);   // zero with b's sign
 }
+
+// atan2 (float32): fdlibm's atan reduced to |r| < 7/16 around atan(0.5), atan(1), atan(1.5)
+// and atan(inf) (each reduction is exact or one rounding), with the constants split hi + lo;
+// then C99's quadrants. x < 0 gives pi - z with z <= pi/2, so nothing cancels.
+float vk_f_atanp(float t) {
+    int id = -1;
+    float r = t;
+    if (t >= 2.4375) { id = 3; r = vk_div(-1.0, t); }
+    else if (t >= 1.1875) { id = 2; r = (t - 1.5) / (1.0 + 1.5 * t); }
+    else if (t >= 0.6875) { id = 1; r = (t - 1.0) / (t + 1.0); }
+    else if (t >= 0.4375) { id = 0; r = (2.0 * t - 1.0) / (2.0 + t); }
+    float z = r * r, w = z * z;
+    float s1 = z * (3.3333328366e-01 + w * (1.4253635705e-01 + w * 6.1687607318e-02));
+    float s2 = w * (-1.9999158382e-01 + w * -1.0648017377e-01);
+    if (id < 0) return r - r * (s1 + s2);
+    float hi = 4.636476040e-01, lo = 5.012158688e-09;
+    if (id == 1) { hi = 7.853981853e-01; lo = -2.185569414e-08; }
+    if (id == 2) { hi = 9.827937484e-01; lo = -2.513142405e-08; }
+    if (id == 3) { hi = 1.570796371e+00; lo = -4.371138829e-08; }
+    return hi - ((r * (s1 + s2) - lo) - r);
+}
+
+float vk_atan2(float y, float x) {
+    if (isnan(x) || isnan(y)) return x + y;
+    float ax = abs(x), ay = abs(y);
+    float z;
+    if (ay == 0.0) z = 0.0;
+    else if (isinf(ax) && isinf(ay)) z = 7.853981853e-01;
+    else if (ax == 0.0 || isinf(ay)) z = 1.570796371e+00;
+    else if (isinf(ax)) z = 0.0;
+    else z = vk_f_atanp(vk_div(ay, ax));
+    // the sign bits, so that -0 counts as negative (atan2(0, -0) is pi)
+    if (floatBitsToUint(x) >= 0x80000000u) z = 3.141592741e+00 - (z - -8.742277657e-08);
+    return (floatBitsToUint(y) >= 0x80000000u) ? -z : z;
+}
+
+// gcd of int32 by Euclid on magnitudes (abs(INT_MIN) stays INT_MIN, as NumPy's; after the
+// first step the remainder is non-negative: C's % of INT_MIN by b > 0 is in (-b, 0], made
+// non-negative by the sign fix-up); at most 46 steps
+int vk_gcd(int a, int b) {
+    a = abs(a); b = abs(b);
+    while (b != 0) {
+        int r = a - (a / b) * b;
+        if (r < 0) r += b;
+        a = b; b = r;
+    }
+    return a;
+}

@@ -508,3 +508,35 @@ double vk_remainder(double a, double b) {
     if (m != 0.0LF) return ((b < 0.0LF) != (m < 0.0LF)) ? m + b : m;
     return packDouble2x32(uvec2(0u, unpackDouble2x32(b).y & 0x80000000u));   // as the float one
 }
+
+// atan2 (float64): as the float32 one, with fdlibm's double polynomial.
+double vk_d_atanp(double t) {
+    int id = -1;
+    double r = t;
+    if (t >= 2.4375LF) { id = 3; r = vk_div(-1.0LF, t); }
+    else if (t >= 1.1875LF) { id = 2; r = vk_div(t - 1.5LF, 1.0LF + 1.5LF * t); }
+    else if (t >= 0.6875LF) { id = 1; r = vk_div(t - 1.0LF, t + 1.0LF); }
+    else if (t >= 0.4375LF) { id = 0; r = vk_div(2.0LF * t - 1.0LF, 2.0LF + t); }
+    double z = r * r, w = z * z;
+    double s1 = z * (3.33333333333329318027e-01LF + w * (1.42857142725034663711e-01LF + w * (9.09088713343650656196e-02LF + w * (6.66107313738753120669e-02LF + w * (4.97687799461593236017e-02LF + w * 1.62858201153657823623e-02LF)))));
+    double s2 = w * (-1.99999999998764832476e-01LF + w * (-1.11111104054623557880e-01LF + w * (-7.69187620504482999495e-02LF + w * (-5.83357013379057348645e-02LF + w * -3.65315727442169155270e-02LF))));
+    if (id < 0) return r - r * (s1 + s2);
+    double hi = 4.63647609000806094e-01LF, lo = 2.26987774529616871e-17LF;
+    if (id == 1) { hi = 7.85398163397448279e-01LF; lo = 3.06161699786838302e-17LF; }
+    if (id == 2) { hi = 9.82793723247329054e-01LF; lo = 1.39033110312309985e-17LF; }
+    if (id == 3) { hi = 1.57079632679489656e+00LF; lo = 6.12323399573676604e-17LF; }
+    return hi - ((r * (s1 + s2) - lo) - r);
+}
+
+double vk_atan2(double y, double x) {
+    if (isnan(x) || isnan(y)) return x + y;
+    double ax = abs(x), ay = abs(y);
+    double z;
+    if (ay == 0.0LF) z = 0.0LF;
+    else if (isinf(ax) && isinf(ay)) z = 7.85398163397448279e-01LF;
+    else if (ax == 0.0LF || isinf(ay)) z = 1.57079632679489656e+00LF;
+    else if (isinf(ax)) z = 0.0LF;
+    else z = vk_d_atanp(vk_div(ay, ax));
+    if (unpackDouble2x32(x).y >= 0x80000000u) z = 3.14159265358979312e+00LF - (z - 1.22464679914735321e-16LF);
+    return (unpackDouble2x32(y).y >= 0x80000000u) ? -z : z;
+}
