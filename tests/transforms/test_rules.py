@@ -72,6 +72,8 @@ CASES = {
     K.Mul: (lambda x, y: bind(K.Mul, [x, y]) * x, [a(2, 3), a(1, 3)]),
     K.Div: (b(K.Div), [a(2, 3), pos(3)]),
     K.Pow: (b(K.Pow), [pos(4), a(4)]),
+    # every quadrant, and a broadcast operand
+    K.Atan2: (b(K.Atan2), [vnp.asarray([[0.7, -1.3, 0.2, -0.4]], F64), vnp.asarray([[1.1], [-0.6]], F64)]),
     # every kind of exponent: its rule is again an IntegerPow (down to 1 and 0)
     K.IntegerPow: (lambda x: sum((bind(K.IntegerPow, [x], exponent=e) for e in (0, 1, 2, 3, 7, -1, -2, 0.5, 1.5, -0.5, -2.5)),
                                  start=x * 0.0), [pos(5)]),

@@ -145,7 +145,7 @@ CASES[K.Gelu] = [Case(u(K.Gelu, approximate=False), [a(B, 4)]),
                  Case(u(K.Gelu, approximate=True), [a(B, 2, 2, dtype=F64)], name="tanh")]
 CASES[K.Cast] = [Case(u(K.Cast, dtype=np.dtype(I32)), [a(B, 4)], exact=True),
                  Case(u(K.Cast, dtype=np.dtype(F64)), [a(B, 4, dtype=np.bool_)], exact=True)]
-for _k in (K.Add, K.Sub, K.Mul, K.Div, K.Pow, K.Maximum, K.Minimum):
+for _k in (K.Add, K.Sub, K.Mul, K.Div, K.Pow, K.Maximum, K.Minimum, K.Atan2):
     _mk = pos if _k in _POS else a
     CASES[_k] = [Case(b(_k), [_mk(B, 3, 4), _mk(4)], (0, None), name="lhs"),
                  Case(b(_k), [_mk(3, 4), _mk(B, 4)], (None, 0), name="rhs-lower-rank"),
@@ -165,7 +165,7 @@ CASES[K.IntegerPow] = [Case(u(K.IntegerPow, exponent=3), [a(B, 2, 3)], name="cub
                        Case(u(K.IntegerPow, exponent=5), [a(B, 4, dtype=I32, lo=-9, hi=9)], name="int",
                             exact=True)]
 for _k in (K.BitwiseAnd, K.BitwiseOr, K.BitwiseXor, K.ShiftLeft, K.ShiftRight, K.FloorDivide,
-           K.Remainder):
+           K.Remainder, K.Gcd):
     CASES[_k] = [Case(b(_k), [a(B, 2, 3, dtype=I32, lo=-40, hi=40), a(3, dtype=I32, lo=-2, hi=33)],
                       (0, None), exact=True),
                  Case(b(_k), [a(2, 3, dtype=I32, lo=-40, hi=40), a(B, 3, dtype=I32, lo=-2, hi=33)],
