@@ -163,21 +163,16 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
     """log(sum(exp(x))) over axis (None: all; or torch's dim=, keepdim=), stable for large |x|.
 
     The shift is a stop-gradient max (the gradient is exactly softmax); a slice that is all
-    -inf gives -inf, not nan.
+    -inf gives -inf, not nan. The implementation is `vkml.scipy.special.logsumexp`'s.
 
     >>> round(float(logsumexp(vnp.asarray([1000.0, 1000.0]))), 3)
     1000.693
     """
+    from ..scipy.special import logsumexp as _lse
     x = _float(x, "logsumexp")
     axis = _dim("logsumexp", axis, dim, None)
     keepdims = keepdims if keepdim is None else keepdim
-    axes = normalize_axes("logsumexp", axis, x.ndim, scalar_0d=True)   # as sum
-    if vnp._reduced_size(x, axes) == 0:     # over no elements: log(0) = -inf, as scipy, torch
-        return vnp.log(vnp.sum(vnp.exp(x), axis=axes, keepdims=keepdims))
-    m = stop_gradient(vnp.max(x, axis=axes, keepdims=True))
-    m = vnp.where(vnp.isfinite(m), m, 0.0)
-    out = vnp.log(vnp.sum(vnp.exp(x - m), axis=axes, keepdims=True)) + m
-    return out if keepdims or not axes else vnp.squeeze(out, axes)
+    return _lse(x, axis=axis, keepdims=keepdims)
 
 
 # --------------------------------------------------------------------------- losses
