@@ -1,7 +1,7 @@
 """Train a small character-level GPT on the Python standard library's own sources.
 
     ./run demo gpt                               # a few minutes on lavapipe
-    python examples/gpt.py --steps 400 --layers 2 --width 96 --context 64 --batch_size 32
+    python examples/gpt.py --steps 300 --layers 2 --width 96 --context 64 --batch_size 32
 
 The text ships with every Python install: the .py files directly in
 `sysconfig.get_paths()['stdlib']`, in sorted order, concatenated up to --chars characters
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from absl import app, flags
 
-flags.DEFINE_integer("steps", 400, "training steps")
+flags.DEFINE_integer("steps", 300, "training steps")
 flags.DEFINE_integer("batch_size", 32, "sequences per step")
 flags.DEFINE_integer("context", 64, "characters per sequence (the attention window)")
 flags.DEFINE_integer("layers", 2, "transformer blocks")
@@ -75,7 +75,8 @@ def decode(ids) -> str:
     return "".join(VOCAB[int(i)] for i in ids)
 
 
-def make_model(vocab: int, context: int, width: int, layers: int, heads: int, key):
+def make_model(vocab: int, context: int, width: int, layers: int, heads: int, key,
+               checkpoint: bool = True):
     import vkml
     import vkml.nn as nn
     import vkml.nn.functional as F
@@ -123,7 +124,7 @@ def make_model(vocab: int, context: int, width: int, layers: int, heads: int, ke
             x = self.tok(ids) + self.pos(vnp.arange(T, dtype="int32"))
             for b in self.blocks:
                 # recompute each block's activations in the backward pass instead of keeping them
-                x = vkml.checkpoint(lambda b, x: b(x))(b, x)
+                x = vkml.checkpoint(lambda b, x: b(x))(b, x) if checkpoint else b(x)
             return self.head(self.ln(x))
 
     return GPT(key)
@@ -138,7 +139,7 @@ def batches(data: np.ndarray, batch_size: int, context: int, rng):
         yield w[:, :-1], w[:, 1:]
 
 
-def train(steps: int = 400, batch_size: int = 32, context: int = 64, layers: int = 2,
+def train(steps: int = 300, batch_size: int = 32, context: int = 64, layers: int = 2,
           width: int = 96, heads: int = 4, lr: float = 3e-3, weight_decay: float = 0.05,
           clip: float = 1.0, chars: int = 1_000_000, seed: int = 0, eval_every: int | None = None,
           progress: bool = True, log=print):

@@ -29,7 +29,8 @@ def time_vkml(a, x, y):
     import vkml.numpy as vnp
     from vkml import optim, random
 
-    model = gpt.make_model(len(gpt.VOCAB), a.context, a.width, a.layers, a.heads, random.key(0))
+    model = gpt.make_model(len(gpt.VOCAB), a.context, a.width, a.layers, a.heads, random.key(0),
+                           checkpoint=a.checkpoint)
     opt = optim.chain(optim.clip_by_global_norm(1.0), optim.adamw(1e-3, b2=0.99, weight_decay=0.05))
     state = opt.init(model)
 
@@ -130,12 +131,14 @@ def main() -> None:
     p.add_argument("--heads", type=int, default=gpt.FLAGS["heads"].default)
     p.add_argument("--steps", type=int, default=20, help="timed steps (median reported)")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--no-checkpoint", dest="checkpoint", action="store_false",
+                   help="vkml without vkml.checkpoint (torch never recomputes)")
     a = p.parse_args()
     rng = np.random.default_rng(0)
     w = rng.integers(0, len(gpt.VOCAB), (a.batch_size, a.context + 1)).astype(np.int32)
     x, y = w[:, :-1], w[:, 1:]
     print(f"model: {a.layers} layers, width {a.width}, {a.heads} heads, context {a.context}, "
-          f"batch {a.batch_size}")
+          f"batch {a.batch_size}, vkml.checkpoint {'on' if a.checkpoint else 'off'}")
     first, ts, loss = time_vkml(a, x, y)
     vk = statistics.median(ts)
     print(f"vkml jit     : first call {first:7.2f} s, step median {vk * 1e3:8.1f} ms "
