@@ -86,10 +86,13 @@ def erfinv(y: Any) -> Array:
     x = s * vnp.where(w < 5.0, _horner(_GILES_CENTRAL, w - 2.5),
                       _horner(_GILES_TAIL, vnp.sqrt(vnp.maximum(w, 5.0)) - 3.0))
     tail = s > 0.5
-    for _ in range(2):
+    for _ in range(4):
         slope = _TWO_OVER_SQRT_PI * vnp.exp(-(x * x))
-        resid = vnp.where(tail, (1.0 - s) - vnp.erfc(x), vnp.erf(x) - s)
-        x = x - vnp.where(tail, -resid, resid) / slope
+        # Newton's step on erf(x) = s, and in the tail on log erfc(x) = log(1 - s) (1 - s is
+        # exact there, and the log is nearly linear in x where erfc falls like exp(-x^2))
+        c = vnp.erfc(x)
+        step_tail = (vnp.log(1.0 - s) - vnp.log(c)) * c / slope
+        x = x - vnp.where(tail, step_tail, (vnp.erf(x) - s) / slope)
     x = vnp.where(inside, x, vnp.where(a == 1.0, math.inf, math.nan))
     return vnp.where(neg, -x, x)
 
