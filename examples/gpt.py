@@ -24,22 +24,28 @@ from pathlib import Path
 import numpy as np
 from absl import app, flags
 
-flags.DEFINE_integer("steps", 300, "training steps")
-flags.DEFINE_integer("batch_size", 32, "sequences per step")
-flags.DEFINE_integer("context", 64, "characters per sequence (the attention window)")
-flags.DEFINE_integer("layers", 2, "transformer blocks")
-flags.DEFINE_integer("width", 96, "embedding width")
-flags.DEFINE_integer("heads", 4, "attention heads")
-flags.DEFINE_float("lr", 3e-3, "AdamW learning rate (peak of the cosine schedule)")
-flags.DEFINE_float("weight_decay", 0.05, "AdamW decoupled weight decay")
-flags.DEFINE_float("clip", 1.0, "gradient clipping: largest global norm")
-flags.DEFINE_integer("chars", 1_000_000, "characters of standard-library source to read")
-flags.DEFINE_integer("sample_chars", 300, "characters to sample at the end")
-flags.DEFINE_float("temperature", 0.8, "sampling temperature")
-flags.DEFINE_integer("device", None, "Vulkan device index (see vkml.devices()); default: best")
-flags.DEFINE_integer("seed", 0, "seed for the initialisation, the batches and the sampling")
-flags.DEFINE_string("out", "runs/gpt", "folder for the checkpoint and the plot")
-flags.DEFINE_boolean("progress", True, "show a tqdm progress bar")
+
+def define_flags() -> None:
+    """The command line's flags, defined only when this file runs as the program (so that
+    importing it beside examples/digits.py, whose flags share names, works)."""
+    flags.DEFINE_integer("steps", 300, "training steps")
+    flags.DEFINE_integer("batch_size", 32, "sequences per step")
+    flags.DEFINE_integer("context", 64, "characters per sequence (the attention window)")
+    flags.DEFINE_integer("layers", 2, "transformer blocks")
+    flags.DEFINE_integer("width", 96, "embedding width")
+    flags.DEFINE_integer("heads", 4, "attention heads")
+    flags.DEFINE_float("lr", 3e-3, "AdamW learning rate (peak of the cosine schedule)")
+    flags.DEFINE_float("weight_decay", 0.05, "AdamW decoupled weight decay")
+    flags.DEFINE_float("clip", 1.0, "gradient clipping: largest global norm")
+    flags.DEFINE_integer("chars", 1_000_000, "characters of standard-library source to read")
+    flags.DEFINE_integer("sample_chars", 300, "characters to sample at the end")
+    flags.DEFINE_float("temperature", 0.8, "sampling temperature")
+    flags.DEFINE_integer("device", None, "Vulkan device index (see vkml.devices()); default: best")
+    flags.DEFINE_integer("seed", 0, "seed for the initialisation, the batches and the sampling")
+    flags.DEFINE_string("out", "runs/gpt", "folder for the checkpoint and the plot")
+    flags.DEFINE_boolean("progress", True, "show a tqdm progress bar")
+
+
 FLAGS = flags.FLAGS
 
 # printable ASCII and the newline: a vocabulary that does not depend on the text read
@@ -280,4 +286,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -199,6 +199,12 @@ def _lgamma_right(x: Array) -> Array:
     return _HALF_LOG_2PI + (z + 0.5) * vnp.log(t) - t + vnp.log(s)
 
 
+def _frac(x: Array) -> Array:
+    """x - round(x), exact: |sin(pi x)| and tan(pi x) from it keep their relative accuracy
+    near the integers, where pi * x itself would have lost it to rounding."""
+    return x - vnp.rint(x)
+
+
 def gammaln(x: Any) -> Array:
     """log|Gamma(x)|: Lanczos for x >= 1/2, the reflection log(pi / |sin(pi x)|) -
     gammaln(1 - x) below; inf at 0 and the negative integers, as scipy's. The derivative is
@@ -212,7 +218,7 @@ def gammaln(x: Any) -> Array:
     xr = vnp.where(right, x, 1.0 - x)                  # both branches see arguments >= 1/2
     lg = _lgamma_right(xr)
     pole = vnp.logical_and(vnp.logical_not(right), x == vnp.floor(x))
-    sin = vnp.abs(vnp.sin(math.pi * vnp.where(pole, 0.5, x)))
+    sin = vnp.abs(vnp.sin(math.pi * _frac(vnp.where(pole, 0.5, x))))
     left = math.log(math.pi) - vnp.log(sin) - lg
     out = vnp.where(right, lg, left)
     return vnp.where(pole, math.inf, vnp.where(vnp.isnan(x), x, out))
@@ -237,7 +243,7 @@ def digamma(x: Any) -> Array:
     series = r * (1 / 12 - r * (1 / 120 - r * (1 / 252 - r * (1 / 240 - r * (1 / 132 - r * (691 / 32760))))))
     psi = vnp.log(w) - 0.5 / w - series - shift
     pole = vnp.logical_and(vnp.logical_not(pos), x == vnp.floor(x))
-    t = vnp.tan(math.pi * vnp.where(pole, 0.25, x))
+    t = vnp.tan(math.pi * _frac(vnp.where(pole, 0.25, x)))
     out = vnp.where(pos, psi, psi - math.pi / t)
     out = vnp.where(pole, vnp.where(x == 0.0, -math.inf, math.nan), out)
     return vnp.where(vnp.isnan(x), x, out)
