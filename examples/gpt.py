@@ -145,6 +145,26 @@ def batches(data: np.ndarray, batch_size: int, context: int, rng):
         yield w[:, :-1], w[:, 1:]
 
 
+def make_step(opt):
+    """(loss_fn, step): the next-character cross-entropy of a model on (x, y) windows, and
+    one jitted training step with optimiser opt: step(m, s, x, y) -> (m, s, loss)."""
+    import vkml
+    import vkml.nn.functional as F
+    import vkml.numpy as vnp
+    from vkml import optim
+
+    def loss_fn(m, x, y):
+        logits = m(x)
+        return F.cross_entropy(vnp.reshape(logits, (-1, logits.shape[-1])), vnp.reshape(y, (-1,)))
+
+    @vkml.jit
+    def step(m, s, x, y):
+        loss, g = vkml.value_and_grad(loss_fn)(m, x, y)
+        updates, s = opt.update(g, s, m)
+        return optim.apply_updates(m, updates), s, loss
+    return loss_fn, step
+
+
 def train(steps: int = 300, batch_size: int = 32, context: int = 64, layers: int = 2,
           width: int = 96, heads: int = 4, lr: float = 3e-3, weight_decay: float = 0.05,
           clip: float = 1.0, chars: int = 1_000_000, seed: int = 0, eval_every: int | None = None,
@@ -165,17 +185,7 @@ def train(steps: int = 300, batch_size: int = 32, context: int = 64, layers: int
     sched = optim.warmup_cosine_decay_schedule(0.0, lr, warmup, max(steps, warmup + 1), lr * 0.1)
     opt = optim.chain(optim.clip_by_global_norm(clip), optim.adamw(sched, b2=0.99, weight_decay=weight_decay))
     state = opt.init(model)
-
-    def loss_fn(m, x, y):
-        logits = m(x)
-        return F.cross_entropy(vnp.reshape(logits, (-1, logits.shape[-1])), vnp.reshape(y, (-1,)))
-
-    @vkml.jit
-    def step(m, s, x, y):
-        loss, g = vkml.value_and_grad(loss_fn)(m, x, y)
-        updates, s = opt.update(g, s, m)
-        return optim.apply_updates(m, updates), s, loss
-
+    loss_fn, step = make_step(opt)
     evaluate = vkml.jit(loss_fn)
     rng = np.random.default_rng(seed + 1)
     # a fixed held-out set: the same windows at every evaluation, so the curve is smooth

@@ -26,8 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 def time_vkml(a, x, y):
     """(seconds of the first call, a function running one step and returning its loss)."""
     import gpt
-    import vkml
-    import vkml.nn.functional as F
     import vkml.numpy as vnp
     from vkml import optim, random
 
@@ -35,16 +33,7 @@ def time_vkml(a, x, y):
                            checkpoint=a.checkpoint)
     opt = optim.chain(optim.clip_by_global_norm(1.0), optim.adamw(1e-3, b2=0.99, weight_decay=0.05))
     state = opt.init(model)
-
-    def loss_fn(m, x, y):
-        logits = m(x)
-        return F.cross_entropy(vnp.reshape(logits, (-1, logits.shape[-1])), vnp.reshape(y, (-1,)))
-
-    @vkml.jit
-    def step(m, s, x, y):
-        loss, g = vkml.value_and_grad(loss_fn)(m, x, y)
-        u, s = opt.update(g, s, m)
-        return optim.apply_updates(m, u), s, loss
+    _, step = gpt.make_step(opt)
 
     xd, yd = vnp.asarray(x), vnp.asarray(y)
     t0 = time.perf_counter()
@@ -59,7 +48,6 @@ def time_vkml(a, x, y):
 
     if a.profile:
         model, state = box
-    if a.profile:
         import collections
         times = step.profile(model, state, xd, yd)
         tot = sum(t for _, t in times)
@@ -128,13 +116,15 @@ def time_torch(a, x, y):
 
 
 def main() -> None:
+    import inspect
     import gpt
+    train = inspect.signature(gpt.train).parameters      # the example's defaults
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--batch_size", type=int, default=gpt.FLAGS["batch_size"].default)
-    p.add_argument("--context", type=int, default=gpt.FLAGS["context"].default)
-    p.add_argument("--layers", type=int, default=gpt.FLAGS["layers"].default)
-    p.add_argument("--width", type=int, default=gpt.FLAGS["width"].default)
-    p.add_argument("--heads", type=int, default=gpt.FLAGS["heads"].default)
+    p.add_argument("--batch_size", type=int, default=train["batch_size"].default)
+    p.add_argument("--context", type=int, default=train["context"].default)
+    p.add_argument("--layers", type=int, default=train["layers"].default)
+    p.add_argument("--width", type=int, default=train["width"].default)
+    p.add_argument("--heads", type=int, default=train["heads"].default)
     p.add_argument("--steps", type=int, default=20, help="timed steps (median reported)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--profile", action="store_true", help="also print vkml's kernel times by op")
