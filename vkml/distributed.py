@@ -347,6 +347,56 @@ def _scaler(n: int) -> Jitted:
     return jit(lambda *leaves: [l * (1.0 / n) for l in leaves])
 
 
+class _Part:
+    """A range of one bucket's buffer, holding one result: it keeps the bucket alive and is
+    never released by itself (the bucket is, when its last part goes)."""
+    __slots__ = ("block", "offset", "nbytes", "capacity", "_bucket", "__weakref__")
+
+    def __init__(self, bucket, offset: int, nbytes: int):
+        self.block, self.offset, self.nbytes, self.capacity = bucket.block, bucket.offset + offset, nbytes, nbytes
+        self._bucket = bucket
+
+    @property
+    def vk_buffer(self):
+        return self.block.buffer
+
+    def release(self) -> None:
+        pass
+
+
+def _in_host_memory(group: list, store: np.dtype, comm, op: str, out: list, idx: list) -> bool:
+    """One bucket reduced where device memory is host memory the host reads at memory speed
+    (lavapipe, unified-memory GPUs): the leaves copied by memcpy into one new device buffer
+    (each at an aligned offset), one in-place MPI call on it, and the results are ranges of
+    that buffer: one copy per byte where staging makes two and two submissions. False
+    (nothing done) on other memory."""
+    from mpi4py import MPI
+    from .vulkan import runtime
+    from .vulkan.memory import ALIGN
+    sizes = [l.size * store.itemsize for l in group]
+    for l, n in zip(group, sizes):
+        b = l._buf.block
+        if b.mapped is None or not b.host_readable:
+            return False
+    offs, total = [], 0
+    for n in sizes:
+        offs.append(total)
+        total += -(-n // ALIGN) * ALIGN
+    bucket = runtime.get().allocator.alloc(max(total, 1), "all_reduce")
+    if bucket.block.mapped is None or not bucket.block.host_readable:
+        bucket.release()
+        return False
+    mem = bucket.block.mapped[bucket.offset:bucket.offset + total]
+    for l, n, o in zip(group, sizes, offs):
+        src = l._buf
+        mem[o:o + n] = src.block.mapped[src.offset:src.offset + n]
+    if total:   # the alignment gaps are reduced too: junk in, junk out, never read
+        comm.Allreduce(MPI.IN_PLACE, mem.view(store), op=_mpi_op(op, group[0].dtype))
+    for i, l, n, o in zip(idx, group, sizes, offs):
+        out[i] = Array._concrete(_Part(bucket, o, n), tuple(l.shape), l.dtype)
+    return True
+
+
 def _reduce_leaves(leaves: list[Array], op: str) -> list[Array]:
     w = _get()
     if w.size == 1:     # the identity (a mean over one process included)
@@ -364,6 +414,8 @@ def _reduce_leaves(leaves: list[Array], op: str) -> list[Array]:
             buf = _host(_pack(*group).numpy())
             w.comm.Allreduce(MPI.IN_PLACE, buf, op=_mpi_op(op, dtype))
             pieces = _unpack(shapes, 0, None)(vnp.asarray(buf))
+        elif _in_host_memory(group, store, w.comm, op, out, idx):
+            continue
         else:
             staged = _Staged(group, store)                               # one readback
             w.comm.Allreduce(MPI.IN_PLACE, staged.host, op=_mpi_op(op, dtype))   # one MPI call

@@ -3,6 +3,7 @@ per invocation, `python worker.py <scenario>`; it asserts on every rank and prin
 "<scenario> ok rank <r>" at the end, so the test can see each rank got through."""
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -49,6 +50,17 @@ def collectives():
         for g, w in zip(got, want):
             assert np.asarray(g).dtype == w.dtype, (op, g.dtype, w.dtype)
             np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-6, err_msg=op)
+        # results that share one bucket's memory (host-memory devices) outlive each other:
+        # drop all but the last, allocate over whatever was freed, the last is intact
+        last, want_last = got[-1], want[-1]
+        del got
+        gc.collect()
+        junk = [vnp.full((1024,), 7.0) for _ in range(8)]
+        np.testing.assert_allclose(np.asarray(last), want_last, rtol=1e-6, atol=1e-6, err_msg=op)
+        used = sum(j.size for j in junk)     # they stay alive until the check is done
+        assert used == 8192
+        # and a result used in a kernel reads its own range
+        np.testing.assert_allclose(np.asarray(last * 1), want_last, rtol=1e-6, atol=1e-6)
     root = SIZE - 1
     got = dist.broadcast(mine, root=root)
     for g, w in zip(tree_leaves(got), tree_leaves(all_np[root])):
