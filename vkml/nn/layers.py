@@ -24,7 +24,8 @@ from ..trace.shapes import ShapeError
 from . import functional as F
 from .attention import attention_weights
 from .base import Module
-from .modules import Linear, _assign, _bias_uniform, _kaiming_uniform, _key, _param, _positive
+from .modules import (Linear, _assign, _bias_uniform, _kaiming_uniform, _key, _norm_state, _param,
+                      _positive)
 
 __all__ = ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "RMSNorm",
            "InstanceNorm2d", "MultiheadAttention", "ModuleList", "ModuleDict", "LeakyReLU", "ELU",
@@ -215,13 +216,8 @@ class InstanceNorm2d(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = False, track_running_stats: bool = False, *, dtype=dt.float32):
-        self.num_features = _positive("InstanceNorm2d", "num_features", num_features)
-        self.eps, self.momentum = float(eps), float(momentum)
-        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
-        self.weight = _param(vnp.ones((num_features,), dtype)) if affine else None
-        self.bias = _param(vnp.zeros((num_features,), dtype)) if affine else None
-        self.running_mean = vnp.zeros((num_features,), dtype) if track_running_stats else None
-        self.running_var = vnp.ones((num_features,), dtype) if track_running_stats else None
+        _norm_state(self, "InstanceNorm2d", num_features, eps, momentum, affine, track_running_stats,
+                    dtype)
 
     def forward(self, x: Any) -> Array:
         x = vnp.asarray(x)

@@ -155,6 +155,19 @@ class Embedding(Module):
 # --------------------------------------------------------------------------- normalisation
 
 
+def _norm_state(m, name: str, num_features: int, eps: float, momentum: float, affine: bool,
+                track_running_stats: bool, dtype) -> None:
+    """The fields torch's normalisation layers share (its _NormBase): the affine weight and
+    bias when affine, the running statistics when track_running_stats."""
+    m.num_features = _positive(name, "num_features", num_features)
+    m.eps, m.momentum = float(eps), float(momentum)
+    m.affine, m.track_running_stats = bool(affine), bool(track_running_stats)
+    m.weight = _param(vnp.ones((num_features,), dtype)) if affine else None
+    m.bias = _param(vnp.zeros((num_features,), dtype)) if affine else None
+    m.running_mean = vnp.zeros((num_features,), dtype) if track_running_stats else None
+    m.running_var = vnp.ones((num_features,), dtype) if track_running_stats else None
+
+
 class BatchNorm2d(Module):
     """Batch normalisation of NCHW input per channel.
 
@@ -180,13 +193,7 @@ class BatchNorm2d(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, track_running_stats: bool = True, *, dtype=dt.float32):
-        self.num_features = _positive("BatchNorm2d", "num_features", num_features)
-        self.eps, self.momentum = float(eps), float(momentum)
-        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
-        self.weight = _param(vnp.ones((num_features,), dtype)) if affine else None
-        self.bias = _param(vnp.zeros((num_features,), dtype)) if affine else None
-        self.running_mean = vnp.zeros((num_features,), dtype) if track_running_stats else None
-        self.running_var = vnp.ones((num_features,), dtype) if track_running_stats else None
+        _norm_state(self, "BatchNorm2d", num_features, eps, momentum, affine, track_running_stats, dtype)
         self.num_batches_tracked = vnp.zeros((), dtype) if track_running_stats else None
 
     def forward(self, x: Any) -> Array:
