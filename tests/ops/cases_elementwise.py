@@ -552,20 +552,21 @@ for _op, _f in [(OpKind.FloorDivide, np.floor_divide), (OpKind.Remainder, np.rem
 # --------------------------------------------------------------------------- Atan2
 # C99's quadrants and signed zeros on every pair of edge values (the oracle in the case's
 # own dtype, which NumPy computes exactly enough to compare signs), and magnitudes over
-# 60 decades with every sign combination at a tolerance of 2 ulp (float32) / 2e-16 (float64), rounded
-# results that underflow to subnormals within a few of the smallest steps
+# 60 decades with every sign combination at a tolerance of 3 ulp (float32: Vulkan lets a device's
+# float32 division be 2.5 ulp off, and NVIDIA's is) / 2e-16 (float64), rounded results that
+# underflow to subnormals within a few of the smallest steps
 _ATAN2_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e-30, -1e-30, 3e38, -3e38, INF, -INF, NAN]
 _at2 = lambda y, x: bind(OpKind.Atan2, [y, x])
 for _d in FLOATS:
     _binary_cases(OpKind.Atan2, np.arctan2, _d, special=False)
     _add(OpKind.Atan2, "edges", _at2, _rounded(np.arctan2, _d), list(_grid(_ATAN2_SPECIAL, _d)), _d,
-         rtol=1.2e-7 if _d is F32 else 2.3e-16, atol=0.0)
+         rtol=3.6e-7 if _d is F32 else 2.3e-16, atol=0.0)
     _add(OpKind.Atan2, "wide", _at2, _rounded(lambda y, x: np.arctan2(y.astype(F64), x.astype(F64)), _d),
          [_logu(1e-30, 1e30, 3000, _d), _logu(1e-30, 1e30, 3000, _d)], _d,
-         rtol=1.2e-7 if _d is F32 else 2.3e-16, atol=3e-45 if _d is F32 else 1e-322)
+         rtol=3.6e-7 if _d is F32 else 2.3e-16, atol=3e-45 if _d is F32 else 1e-322)
     _add(OpKind.Atan2, "unit-box", _at2, _rounded(lambda y, x: np.arctan2(y.astype(F64), x.astype(F64)), _d),
          [rand((3000,), _d, -3, 3), rand((3000,), _d, -3, 3)], _d,
-         rtol=1.2e-7 if _d is F32 else 2.3e-16, atol=0.0)
+         rtol=3.6e-7 if _d is F32 else 2.3e-16, atol=0.0)
 
 # --------------------------------------------------------------------------- Gcd
 # signs, zeros, INT_MIN (whose magnitude wraps, as NumPy's) and consecutive Fibonacci
