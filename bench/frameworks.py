@@ -51,7 +51,7 @@ def _vkml() -> Target:
         dev = runtime.get().dev
     except Exception as e:  # no Vulkan, no glslang: say so in the table
         return Target("vkml", "vkml", missing=f"{type(e).__name__}: {e}")
-    return Target("vkml", "vkml", vnp, version=vkml.__version__,
+    return Target("vkml", "vkml", vnp, version=vkml.__version__, sync=runtime.get().wait,
                   extra={"device": dev.summary(), "gpu": not dev.profile.cpu})
 
 

@@ -1,8 +1,8 @@
 """The benchmark workloads: the same computation written once per framework.
 
 A workload gives vkml's setup (vnp -> run) and one setup per other framework kind
-(Target -> run); run() computes the result and does not return before it exists (vkml is
-synchronous, JAX blocks, PyTorch CUDA synchronises). Inputs are built once, outside the
+(Target -> run); run() computes the result and does not return before it exists (the
+runner waits for vkml's queued work, JAX blocks, PyTorch CUDA synchronises). Inputs are built once, outside the
 timed call, on each target's device, from the same NumPy data. Workloads of one `group`
 differ only in how vkml runs (eager or jit): the other columns are timed once per group.
 

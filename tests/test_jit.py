@@ -302,9 +302,13 @@ def test_large_arrays_are_bound_and_the_recording_replayed():
     assert c.direct and c.misses <= 2 and not c.slots, (c.direct, c.misses, c.slots)
 
 
-def test_bound_results_held_by_the_caller_stay_distinct():
+@pytest.mark.parametrize("rebind", [0, 4])
+def test_bound_results_held_by_the_caller_stay_distinct(monkeypatch, rebind):
     """Results kept alive and fresh arguments each call make a new binding every call: each
-    result is still its own, and after a few such calls the signature copies instead."""
+    result is still its own, and after a few such calls a signature of more than
+    REBIND_DISPATCHES dispatches copies instead; a smaller one keeps binding."""
+    from vkml.vulkan import compiled
+    monkeypatch.setattr(compiled, "REBIND_DISPATCHES", rebind)
     f = vkml.jit(lambda v: (v * 2.0, v.sum()))
     xs, outs = [], []
     for k in range(3 * 4 + 4):
@@ -314,7 +318,7 @@ def test_bound_results_held_by_the_caller_stay_distinct():
         np.testing.assert_allclose(d.numpy(), 2 * x.numpy(), rtol=1e-6)
         np.testing.assert_allclose(float(s), x.numpy().astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
     c = f._entry((xs[0],))[0][0]
-    assert not c.direct and len(c.recordings) <= 4
+    assert c.direct == (len(c.lowered.dispatches) <= rebind) and len(c.recordings) <= 4
 
 
 def test_bound_and_copied_arguments_mix():

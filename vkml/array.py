@@ -101,7 +101,18 @@ class Array:
         return np.asarray(self)
 
     def block_until_ready(self) -> "Array":
-        """Wait for pending work on this array (execution is synchronous: returns at once)."""
+        """Wait until this array's value has been computed, and return it.
+
+        A jitted call (and an eager operator) returns as soon as its work is queued on the
+        device; reading a value (`np.asarray`, `float`, printing) waits by itself, so this
+        is for timing and for overlapping host work with the device.
+
+        >>> import vkml.numpy as vnp
+        >>> vnp.ones(3).block_until_ready().shape
+        (3,)
+        """
+        if self._trace is None:
+            runtime.get().wait()
         return self
 
     def item(self):

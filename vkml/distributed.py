@@ -387,6 +387,7 @@ def _in_host_memory(group: list, store: np.dtype, comm, op: str, out: list, idx:
         bucket.release()
         return False
     mem = bucket.block.mapped[bucket.offset:bucket.offset + total]
+    runtime.get().wait()     # the leaves' values may still be being computed
     for l, n, o in zip(group, sizes, offs):
         src = l._buf
         mem[o:o + n] = src.block.mapped[src.offset:src.offset + n]

@@ -229,5 +229,5 @@ def test_two_threads_share_the_device(monkeypatch):
                                        rtol=1e-4, atol=1e-4)
 
     _in_threads([jitted, eager, eager])
-    runtime.get().submit([])               # frees command buffers left for the next submission
-    assert not runtime.get()._dead_cbs
+    runtime.get().wait()      # frees what was left for the end of running submissions
+    assert not runtime.get()._graveyard

@@ -21,6 +21,11 @@ from .transfer import CopyCommands
 
 DIRECT_MIN = SMALL       # bytes from which an argument or result is bound, not copied
 RECORDINGS_KEPT = 4      # bindings (recordings) kept per compiled program
+# A program of at most this many dispatches is recorded again for new bindings however often
+# they change (results kept alive call after call): recording a few dispatches costs the host
+# less than copying large results costs the device, and an asynchronous call overlaps it with
+# the device's work on the previous call
+REBIND_DISPATCHES = 4
 
 
 def _split_copies(pairs) -> tuple[list, list]:
@@ -91,7 +96,9 @@ class Compiled:
         # what an out-of-memory error names: an eager operator (one node, no fallback) by name
         outs = graph.outputs
         self.what = outs[0].op.value if not copy_fallback and len(outs) == 1 else "jit output"
-        self.copy_in = self.copy_out = None         # CopyCommands, made on first use
+        self.ticket = 0                              # of the last submission of this program
+        self.copiers: list[CopyCommands] = []       # made on first use, reused when idle
+        self._taken: set = set()                     # those recorded for the call being made
 
     @property
     def plan(self):
@@ -130,7 +137,8 @@ class Compiled:
         self.recordings[key] = rec
         while len(self.recordings) > RECORDINGS_KEPT:
             self.recordings.popitem(last=False)
-        if self.copy_fallback and self.misses > 2 * RECORDINGS_KEPT and 2 * self.misses > self.calls:
+        if (self.copy_fallback and self.misses > 2 * RECORDINGS_KEPT and 2 * self.misses > self.calls
+                and len(self.lowered.dispatches) > REBIND_DISPATCHES):
             self.direct = False        # bindings keep changing: copy instead of re-recording
         return rec
 
@@ -158,6 +166,7 @@ class Compiled:
             return self._run(bufs, donated)
 
     def _run(self, bufs, donated) -> list:
+        self._taken.clear()
         rt = self.rt
         direct = self.direct
         self.calls += 1
@@ -189,7 +198,7 @@ class Compiled:
             n = ph.nbytes
             dst = fresh.get(id(ph))
             if dst is None and direct and n >= DIRECT_MIN:
-                dst = fresh[id(ph)] = rt.allocator.alloc(n, self.what)
+                dst = fresh[id(ph)] = rt.allocator.alloc(n, self.what, device_only=True)
                 binding[id(ph.block)] = dst
                 key.append((dst.block, dst.offset))
             elif dst is None:
@@ -198,32 +207,67 @@ class Compiled:
                 # a device check may raise after the copies ran: then no donated input may
                 # hold a result
                 dst = (reuse[n].pop() if reuse.get(n) and not self.lowered.checks
-                       else rt.allocator.alloc(n, self.what))
+                       else rt.allocator.alloc(n, self.what, device_only=True))
                 copies_out.append((s, dst, n))
                 key.append(None)
             outs.append(dst)
-        in_fast, in_slow = _split_copies(copies)
-        out_fast, out_slow = _split_copies(copies_out)
+        checks = self.lowered.checks
+        # An asynchronous call returns before its submission finishes, so the host may not
+        # copy its results afterwards, nor read arguments that earlier calls may still be
+        # writing: then every copy is a transfer command of the submission. Device checks
+        # (int32 overflow, `vkml.debug` index checks) are raised as the call's results are
+        # produced, before any is returned: such a call waits.
+        wait = not rt.asynchronous or bool(checks)
+        # by memcpy only once the arguments' values are there, and the slots are not read
+        # by an earlier call still running
+        last = max([c[0].ticket for c in copies] + [self.ticket]) if copies else 0
+        if last > rt.completed:
+            rt.poll()
+        if last <= rt.completed:
+            in_fast, in_slow = _split_copies(copies)
+        else:
+            in_fast, in_slow = [], [c for c in copies if c[2]]
+        if wait:
+            out_fast, out_slow = _split_copies(copies_out)
+        else:
+            out_fast, out_slow = [], [c for c in copies_out if c[2]]
         _memcpy(in_fast)
         rec = self._recording(binding, tuple(key)) if self.lowered.dispatches else None
-        cbs = []
+        cbs, copiers = [], []
         if in_slow:
-            self.copy_in = self.copy_in or CopyCommands(rt)
-            cbs.append(self.copy_in.record(in_slow))
+            copier = self._copier()
+            copiers.append(copier)
+            cbs.append(copier.record(in_slow))
         if rec is not None:
             cbs.append(rec.cb)
         if out_slow:
-            self.copy_out = self.copy_out or CopyCommands(rt)
-            cbs.append(self.copy_out.record(out_slow))
+            copier = self._copier()
+            copiers.append(copier)
+            cbs.append(copier.record(out_slow))
         if cbs:
-            checks = self.lowered.checks
             if checks:
-                # device checks (int32 overflow, `vkml.debug` index checks): raised as the
-                # call's results are produced, before any is returned
                 arm(checks)
-                rt.submit(cbs)
+            t = self.ticket = rt.submit(cbs, wait=wait)
+            for c in copiers:
+                c.ticket = t
+            for b in outs:
+                if b is not None:
+                    b.ticket = t
+            if checks:
                 raise_checks(checks)
-            else:
-                rt.submit(cbs)
         _memcpy(out_fast)
         return outs
+
+    def _copier(self) -> CopyCommands:
+        """A CopyCommands whose command buffer no running submission uses (it is
+        re-recorded each call): one of those this program keeps, or a new one."""
+        done = self.rt.poll()
+        for c in self.copiers:
+            if c.ticket <= done and c not in self._taken:
+                self._taken.add(c)
+                return c
+        c = CopyCommands(self.rt)
+        c.ticket = 0
+        self.copiers.append(c)
+        self._taken.add(c)
+        return c

@@ -17,6 +17,7 @@ through it (`program.Binding.address`). Then one tensor is limited by one alloca
 from __future__ import annotations
 
 import bisect
+import collections
 import gc
 import os
 import threading
@@ -207,10 +208,13 @@ class Block:
 
 class Buffer:
     """A range of a block. Released to the allocator when garbage collected."""
-    __slots__ = ("block", "offset", "nbytes", "capacity", "_alloc", "__weakref__")
+    __slots__ = ("block", "offset", "nbytes", "capacity", "ticket", "_alloc", "__weakref__")
 
     def __init__(self, alloc: "Allocator", block: Block, offset: int, nbytes: int, capacity: int):
         self.block, self.offset, self.nbytes, self.capacity = block, offset, nbytes, capacity
+        # the runtime's ticket of the submission that computes the contents (0: the host
+        # wrote them): the host may read the range once that one has finished
+        self.ticket = 0
         # __del__ rather than weakref.finalize: a jitted call makes and drops one Buffer per
         # result, and finalize's registry costs several microseconds per Buffer
         self._alloc = alloc
@@ -258,6 +262,16 @@ class Allocator:
         # Buffers are released by GC finalizers, which can run inside alloc() while the lock
         # is held; they only append here (atomic under the GIL) and alloc drains the list.
         self._pending: list[tuple] = []
+        # Ranges released while submissions that may use them are still running (the
+        # runtime's asynchronous calls): (ticket, block, offset, capacity), in ticket order,
+        # given back by `retire` once that submission finishes, so the host never writes a
+        # range a kernel is still reading. `busy` returns the newest unfinished ticket (0:
+        # none); `poll` retires what has finished; `sync` waits for everything. The runtime
+        # sets them; alone, an allocator frees at once.
+        self._deferred: collections.deque = collections.deque()
+        self.busy = lambda: 0
+        self.poll = lambda: None
+        self.sync = lambda: None
         self.live_bytes = 0
         self.peak_bytes = 0
         self.epoch = 0   # counts trims: a block made after one may reuse a freed block's id
@@ -291,7 +305,7 @@ class Allocator:
             f"must fit in one storage buffer binding. Split it into smaller arrays.")
 
     def alloc(self, nbytes: int, what: str = "allocation", host: bool = False,
-              bound: bool = True, mapped: bool | None = None) -> Buffer:
+              bound: bool = True, mapped: bool | None = None, device_only: bool = False) -> Buffer:
         """A range of at least nbytes (a zero-byte request still gets an aligned slot).
 
         bound: the range holds one tensor, so it must fit the device's largest tensor
@@ -301,6 +315,8 @@ class Allocator:
         (a GPU's BAR window) where there is such memory, so that the host reads and writes
         it by memcpy instead of a transfer submission; plain device memory where there is
         not. By default small ranges (scalars, small arrays, jit slots) are mapped.
+        device_only: only later submissions write the range (a jitted call's result), so it
+        may be one that a running submission still uses: submissions run in order.
         """
         if bound:
             self._check(nbytes, what)
@@ -312,12 +328,24 @@ class Allocator:
             mapped = nbytes < self.small and not host
         cap = _round(max(nbytes, 4))
         pool = self.host_blocks if host else self.mapped_blocks if mapped else self.blocks
+        if self._deferred:
+            self.poll()
         with self.lock:
             self._drain()
-            for b in pool:
-                off = b.alloc(cap)
-                if off is not None:
-                    break
+            got = self._fit(pool, cap)
+            if got is None and self._deferred:
+                if device_only:
+                    got = self._reuse(pool, cap)
+                    if got is not None:     # still counted in live_bytes
+                        return Buffer(self, got[0], got[1], nbytes, got[2])
+                size = max(self.block_size if not mapped else MAPPED_BLOCK_SIZE, _round(cap, 1 << 20))
+                if self.limit is not None and self.block_bytes + size > self.limit:
+                    # ranges that running submissions hold come back, rather than failing
+                    self.sync()
+                    self._drain()
+                    got = self._fit(pool, cap)
+            if got is not None:
+                b, off = got
             else:
                 # the BAR window may be as small as 256 MiB: take it in small blocks
                 size = max(self.block_size if not mapped else MAPPED_BLOCK_SIZE, _round(cap, 1 << 20))
@@ -334,6 +362,28 @@ class Allocator:
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         return Buffer(self, b, off, nbytes, cap)
 
+    @staticmethod
+    def _fit(pool: list, cap: int):
+        """(block, offset) of a free range of cap bytes in pool, or None."""
+        for b in pool:
+            off = b.alloc(cap)
+            if off is not None:
+                return b, off
+        return None
+
+    def _reuse(self, pool: list, cap: int):
+        """(block, offset, capacity) of a deferred range of pool that fits cap bytes
+        without wasting half of itself, taken out of the deferred ones; or None."""
+        blocks = {id(b) for b in pool}
+        for e in list(self._deferred):
+            if id(e[1]) in blocks and cap <= e[3] <= 2 * cap:
+                try:
+                    self._deferred.remove(e)
+                except ValueError:      # retired meanwhile: it is in _pending, not ours
+                    continue
+                return e[1], e[2], e[3]
+        return None
+
     def _block(self, size: int, cap: int, host: bool, mapped: bool, what: str) -> Block:
         """A new block of size bytes (cap of them needed now), under the lock. When the
         driver or the limit refuses it: free blocks go back first, then a block of just
@@ -341,6 +391,7 @@ class Allocator:
         need = _round(cap, 1 << 20)
         for attempt in range(3):
             if attempt == 1:
+                self.sync()         # ranges waiting for running submissions come back
                 gc.collect()        # arrays in unreachable cycles hold ranges too
                 self._trim()
             size = size if attempt < 2 else min(size, need)
@@ -377,6 +428,7 @@ class Allocator:
     def stats(self) -> dict:
         """live_bytes (ranges handed out), peak_bytes, block_bytes (device memory held),
         blocks (their count), limit."""
+        self.sync()
         with self.lock:
             self._drain()
             n = len(self.blocks) + len(self.host_blocks) + len(self.mapped_blocks)
@@ -384,8 +436,27 @@ class Allocator:
                     "block_bytes": self.block_bytes, "blocks": n, "limit": self.limit}
 
     def _release(self, block: Block, off: int, cap: int) -> None:
+        t = self.busy()
+        if t:
+            self._deferred.append((t, block, off, cap))
+            return
         self._pending.append((block, off, cap))
         if self.lock.acquire(blocking=False):
+            try:
+                self._drain()
+            finally:
+                self.lock.release()
+
+    def retire(self, done: int) -> None:
+        """Give back the deferred ranges of submissions up to ticket `done`, which have
+        finished."""
+        d = self._deferred
+        try:
+            while d and d[0][0] <= done:
+                self._pending.append(d.popleft()[1:])
+        except IndexError:      # another thread retired the last one first
+            pass
+        if self._pending and self.lock.acquire(blocking=False):
             try:
                 self._drain()
             finally:

@@ -30,6 +30,7 @@ class Recording:
         self.names = [ds.kernel.name for ds in dispatches]
         self.query_pool = None
         self.n_dispatches = len(dispatches)
+        self.replayed = replayed
         self._views = []
         self._place_meta(dispatches, like, replayed)
         # Raw cffi calls: the `vulkan` wrappers cost tens of microseconds each on a GPU
@@ -157,6 +158,9 @@ class Recording:
         cb = self.cb = self._cbs[0]
         bi = ffi.new("VkCommandBufferBeginInfo*")
         bi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        # a replayed recording may be submitted again before its last submission finished
+        # (asynchronous jit calls)
+        bi.flags = vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT if self.replayed else 0
         lib.vkBeginCommandBuffer(cb, bi)
         if profile:
             # a timestamp before the first dispatch and after each, every dispatch behind
@@ -252,13 +256,20 @@ class Recording:
 
     def __del__(self):
         try:
-            d = self.rt.dev.device
-            if self.query_pool is not None:
-                vk.vkDestroyQueryPool(d, self.query_pool, None)
-            self.rt.free_commands(self._cbs)
-            vk.lib.vkDestroyDescriptorPool(d, self.pool, vk.ffi.NULL)
-            for view in self._views:
+            rt = self.rt
+            d, qp, pool, views = rt.dev.device, self.query_pool, self.pool, self._views
+        except Exception:
+            return
+
+        def destroy():    # once no running submission can use them
+            if qp is not None:
+                vk.vkDestroyQueryPool(d, qp, None)
+            vk.lib.vkDestroyDescriptorPool(d, pool, vk.ffi.NULL)
+            for view in views:
                 vk.vkDestroyBufferView(d, view, None)
+        try:
+            rt.free_commands(self._cbs)
+            rt.defer(destroy)
         except Exception:
             pass
 

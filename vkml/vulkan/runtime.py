@@ -1,6 +1,7 @@
 """The process's Vulkan runtime: device, allocator, kernel cache, executor, transfers."""
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -13,6 +14,8 @@ from .kernels import KernelCache
 from .memory import Allocator, Buffer
 from .vk import vk
 
+MAX_IN_FLIGHT = 4      # submissions running at once before the next one waits
+
 
 class Runtime:
     """Everything vkml holds on its one Vulkan device."""
@@ -22,8 +25,19 @@ class Runtime:
         self.allocator = Allocator(self.dev)
         self.kernels = KernelCache(self.dev)
         self.executor = Executor(self)
-        self._fence = vk.vkCreateFence(self.dev.device, vk.VkFenceCreateInfo(), None)
-        self._fences = vk.ffi.new("VkFence[1]", [self._fence])
+        # Submissions are numbered (tickets) and each has a fence; they finish in order,
+        # since every command buffer starts behind a barrier on all earlier commands.
+        # `submitted` and `completed` are the newest ticket handed out and known finished.
+        self.submitted = self.completed = 0
+        self._inflight: collections.deque = collections.deque()   # (ticket, VkFence[1])
+        self._spare_fences: list = []
+        self._graveyard: collections.deque = collections.deque()  # (ticket, destroy())
+        self._q_lock = threading.RLock()
+        # $VKML_ASYNC=0: every call waits for the device before it returns (as vkml did
+        # before asynchronous calls; a debugging aid: an error shows at its own call)
+        self.asynchronous = os.environ.get("VKML_ASYNC", "1") != "0"
+        a = self.allocator
+        a.busy, a.poll, a.sync = self._busy, self.poll, self.wait
         # A GPU signals its fence tens of microseconds before a blocking wait wakes up, so
         # the host polls for a while first; on lavapipe it polls yielding the core to the
         # driver's threads, and without a yield blocks (a poll that keeps its core is slow)
@@ -31,49 +45,113 @@ class Runtime:
         self._yield = os.sched_yield if prof.poll_yield else None
         self.spin_s = prof.poll_s
         self._copier = None
-        self._dead_cbs: list = []     # command buffers to free under the device lock
 
     def free_commands(self, cbs) -> None:
-        """Free command buffers (a cffi VkCommandBuffer[1]) of the device's command pool:
-        now if this thread can take the device lock, else at the next submission. A
-        finalizer runs on whichever thread the garbage collector does, and the pool must
-        not be used by two threads at once; blocking on the lock there could deadlock
-        against a thread that holds it and waits for the allocator's."""
-        self._dead_cbs.append(cbs)
-        if self.dev.lock.acquire(blocking=False):
-            try:
-                self._free_dead()
-            finally:
-                self.dev.lock.release()
+        """Free command buffers (a cffi VkCommandBuffer[1]) of the device's command pool
+        once no running submission can use them (`defer`). A finalizer runs on whichever
+        thread the garbage collector does, and the pool must not be used by two threads at
+        once; blocking on the device lock there could deadlock against a thread that holds
+        it and waits for the allocator's, so `defer` never blocks on it."""
+        d, pool = self.dev.device, self.dev.command_pool
+        self.defer(lambda: vk.lib.vkFreeCommandBuffers(d, pool, 1, cbs))
 
-    def _free_dead(self) -> None:
-        while self._dead_cbs:
-            vk.lib.vkFreeCommandBuffers(self.dev.device, self.dev.command_pool, 1, self._dead_cbs.pop())
+    def _busy(self) -> int:
+        """The newest unfinished ticket, 0 when the device is idle."""
+        return self.submitted if self.submitted > self.completed else 0
 
-    def submit(self, cbs: list) -> None:
-        """Submit command buffers (run in order) and wait for them to finish (one fence,
-        reused: every submission is waited for before the next, under the device lock)."""
-        lib, ffi, d = vk.lib, vk.ffi, self.dev.device
+    def submit(self, cbs: list, wait: bool = True) -> int:
+        """Submit command buffers (run in order, after everything submitted before) and
+        return their ticket; with wait, return once they have finished.
+
+        At most MAX_IN_FLIGHT submissions run at once: a further one first waits for the
+        oldest, so the host cannot run arbitrarily far ahead of the device."""
+        lib, ffi = vk.lib, vk.ffi
         info = ffi.new("VkSubmitInfo*")
         info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
         arr = ffi.new("VkCommandBuffer[]", cbs)
         info.commandBufferCount, info.pCommandBuffers = len(cbs), arr
         with self.dev.lock:
-            if self._dead_cbs:
-                self._free_dead()
-            r = lib.vkQueueSubmit(self.dev.queue, 1, info, self._fence)
+            if len(self._inflight) >= MAX_IN_FLIGHT:
+                self.wait(self._inflight[0][0])
+            fence = self._spare_fences.pop() if self._spare_fences else ffi.new(
+                "VkFence[1]", [vk.vkCreateFence(self.dev.device, vk.VkFenceCreateInfo(), None)])
+            r = lib.vkQueueSubmit(self.dev.queue, 1, info, fence[0])
             if r != 0:
+                self._spare_fences.append(fence)
                 raise RuntimeError(f"vkml: vkQueueSubmit failed with VkResult {r} on {self.dev.name}")
-            if self.spin_s:
-                end, give = time.perf_counter() + self.spin_s, self._yield
-                while lib.vkGetFenceStatus(d, self._fence) == vk.VK_NOT_READY and time.perf_counter() < end:
-                    if give:
-                        give()
-            r = lib.vkWaitForFences(d, 1, self._fences, vk.VK_TRUE, 2**63 - 1)
-            if r != 0:
-                raise RuntimeError(f"vkml: waiting for the device failed with VkResult {r} "
-                                   f"(VK_ERROR_DEVICE_LOST is -4) on {self.dev.name}")
-            lib.vkResetFences(d, 1, self._fences)
+            with self._q_lock:
+                self.submitted += 1
+                t = self.submitted
+                self._inflight.append((t, fence))
+        if wait:
+            self.wait(t)
+        return t
+
+    def poll(self) -> int:
+        """Retire the submissions that have finished, without waiting; the newest
+        finished ticket."""
+        self._retire(None)
+        return self.completed
+
+    def wait(self, ticket: int | None = None) -> None:
+        """Wait until submission `ticket` (None: every submission so far) has finished."""
+        self._retire(self.submitted if ticket is None else ticket)
+
+    def _retire(self, upto: int | None) -> None:
+        lib, d = vk.lib, self.dev.device
+        with self._q_lock:
+            while self._inflight:
+                t, fence = self._inflight[0]
+                if lib.vkGetFenceStatus(d, fence[0]) != vk.VK_SUCCESS:
+                    if upto is None or t > upto:
+                        break
+                    self._wait_fence(fence)
+                self._inflight.popleft()
+                lib.vkResetFences(d, 1, fence)
+                self._spare_fences.append(fence)
+                self.completed = t
+        self.allocator.retire(self.completed)
+        if self._graveyard:
+            self._bury()
+
+    def _wait_fence(self, fence) -> None:
+        # A GPU signals its fence tens of microseconds before a blocking wait wakes up, so
+        # the host polls for a while first (see __init__)
+        lib, d = vk.lib, self.dev.device
+        if self.spin_s:
+            end, give = time.perf_counter() + self.spin_s, self._yield
+            while lib.vkGetFenceStatus(d, fence[0]) == vk.VK_NOT_READY and time.perf_counter() < end:
+                if give:
+                    give()
+        r = lib.vkWaitForFences(d, 1, fence, vk.VK_TRUE, 2**63 - 1)
+        if r != 0:
+            raise RuntimeError(f"vkml: waiting for the device failed with VkResult {r} "
+                               f"(VK_ERROR_DEVICE_LOST is -4) on {self.dev.name}")
+
+    def defer(self, destroy) -> None:
+        """Call destroy() once every submission so far has finished (now, if they have):
+        for the Vulkan objects a running submission may still use (command buffers,
+        descriptor pools). Like free_commands, it runs only where this thread can take the
+        device lock, else at a later retirement."""
+        if self._busy():
+            self._graveyard.append((self.submitted, destroy))
+            return
+        self._graveyard.append((0, destroy))
+        self._bury()
+
+    def _bury(self) -> None:
+        if not self.dev.lock.acquire(blocking=False):
+            return
+        try:
+            g = self._graveyard
+            while g and g[0][0] <= self.completed:
+                _, destroy = g.popleft()
+                try:
+                    destroy()
+                except Exception:
+                    pass
+        finally:
+            self.dev.lock.release()
 
     def check_dtypes(self, graph) -> None:
         """DTypeError naming the op when a graph needs float64 on a device without it."""
@@ -123,6 +201,7 @@ class Runtime:
         n = buf.nbytes if nbytes is None else nbytes
         if n == 0:
             return np.zeros(0, np.uint8)
+        self.wait()     # whatever computes it may still be running
         if buf.block.host_readable or (buf.block.mapped is not None and n <= 64):
             return buf.block.mapped[buf.offset:buf.offset + n].copy()
         st = self.allocator.alloc(n, "staging", host=True)
