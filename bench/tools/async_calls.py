@@ -1,7 +1,7 @@
 """Asynchronous calls (vkml issue 23, part 0): back-to-back throughput of jitted calls that
 keep their results, and a training loop's step time, with vkml's calls asynchronous (the
 default) and synchronous ($VKML_ASYNC=0, set here per figure), beside JAX (whose dispatch is
-asynchronous too) and PyTorch eager in the same run.
+asynchronous too) and PyTorch eager in the same run (on CUDA where torch has it).
 
     /work/main/.venv/bin/python bench/tools/async_calls.py [--n 16] [--calls 20] [--only vkml]
 
@@ -130,14 +130,27 @@ def jax_figures(n: int, calls: int, repeats: int) -> dict:
 
 def torch_figures(n: int, calls: int, repeats: int) -> dict:
     import torch
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     out = {}
     for size, tag in ((n, "chain"), (8, "tiny")):
-        x = torch.linspace(-2, 2, size)
-        out[f"{tag} blocked"] = _best(lambda: _chain(torch, x), repeats)
-        out[f"{tag} kept"] = _best(lambda: [_chain(torch, x) for _ in range(calls)], repeats) / calls
+        x = torch.linspace(-2, 2, size, device=dev)
+
+        def blocked():
+            _chain(torch, x)
+            sync()
+
+        def kept():
+            rs = [_chain(torch, x) for _ in range(calls)]
+            sync()
+            return rs
+        out[f"{tag} blocked"] = _best(blocked, repeats)
+        out[f"{tag} kept"] = _best(kept, repeats) / calls
     p0, xn, yn = _mlp_data()
-    ps = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)) for w, b in p0]
-    xt, yt = torch.tensor(xn), torch.tensor(yn)
+    ps = [(torch.tensor(w, dtype=torch.float32, device=dev, requires_grad=True),
+           torch.tensor(b, dtype=torch.float32, device=dev, requires_grad=True)) for w, b in p0]
+    xt, yt = (torch.tensor(xn, dtype=torch.float32, device=dev),
+              torch.tensor(yn, dtype=torch.float32, device=dev))
     loss = lambda p: _loss(torch, p, xt, yt, torch.relu, lambda h: torch.logsumexp(h, dim=1))
 
     def loop():
@@ -147,6 +160,7 @@ def torch_figures(n: int, calls: int, repeats: int) -> dict:
             with torch.no_grad():
                 for t, g in zip([t for wb in ps for t in wb], gs):
                     t -= LR * g
+        sync()
     out["mlp loop"] = _best(loop, repeats) / calls
     return out
 
