@@ -20,6 +20,8 @@ apply as strided loads, are left alone while fusion is on.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind, SPECS
@@ -60,6 +62,11 @@ def widen(graph: Graph, fuse: bool = True) -> Graph:
         m = Node(n.op, [f32(i) for i in ins], attrs, tag=n.tag)
         if m.dtype != n.dtype:
             m = Node(OpKind.Cast, (m,), {"dtype": n.dtype}, tag=n.tag)
+            if n.op is OpKind.Rand:
+                # float32 draws just below 1 round up to 1: keep [0, 1) (as JAX's uniform)
+                below = float(np.nextafter(np.asarray(1.0, n.dtype), np.asarray(0.0, n.dtype)))
+                top = Node(OpKind.Full, (), {"shape": (), "dtype": n.dtype, "value": below}, tag=n.tag)
+                m = Node(OpKind.Minimum, (m, top), {}, tag=n.tag)
         new[n.id] = m
     out = Graph(graph.inputs, [new[o.id] for o in graph.outputs])
     out.keep = graph.keep
