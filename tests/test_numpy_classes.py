@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -28,6 +29,8 @@ from vkml.array import bind
 from vkml.trace.ops import SPECS, OpKind
 
 F32, F64, I32, B = np.float32, np.float64, np.int32, np.bool_
+LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+LOW_EPS = {LOW[0]: 2.0 ** -10, LOW[1]: 2.0 ** -7}    # one ulp at 1: 16-bit results round once
 DTYPES = (B, I32, F32, F64)
 OTHER = "issue 14: other branch"      # behaviours another branch of issue 14 changes
 
@@ -46,6 +49,8 @@ def np_error_type(e: BaseException) -> type:
 def vk_dtype(np_dtype, inputs) -> np.dtype:
     """NumPy's result dtype on vkml's four dtypes (see the module docstring)."""
     k = np.dtype(np_dtype).kind
+    if np.dtype(np_dtype) in LOW and any(isinstance(x, np.ndarray) and x.dtype == np_dtype for x in inputs):
+        return np.dtype(np_dtype)       # a 16-bit float operand keeps its dtype (jax.numpy's rule)
     if k == "b":
         return np.dtype(B)
     if k in "iu":
@@ -56,7 +61,7 @@ def vk_dtype(np_dtype, inputs) -> np.dtype:
 
 
 def upcast(x):
-    return x.astype(F64) if isinstance(x, np.ndarray) and x.dtype.kind == "f" else x
+    return x.astype(F64) if isinstance(x, np.ndarray) and (x.dtype.kind == "f" or x.dtype in LOW) else x
 
 
 def run_np(fn, *args, **kw):
@@ -110,7 +115,7 @@ def _judge(got, want, want_t, args, rtol, what):
         np.testing.assert_array_equal(g, want.astype(d), err_msg=what)
         return
     w = want.astype(d).astype(F64)    # NumPy's float64 answer rounded to the result dtype
-    r = rtol if rtol is not None else (1e-12 if d == F64 else 1e-5)
+    r = rtol if rtol is not None else (1e-12 if d == F64 else LOW_EPS.get(d, 1e-5))
     a = 1e-12 if d == F64 else 1e-6
     np.testing.assert_allclose(g.astype(F64), w, rtol=r, atol=a, equal_nan=True, err_msg=what)
 

@@ -1,6 +1,6 @@
 """vkml.numpy: NumPy's names on Vulkan arrays (thin: promotion, defaults, then registry ops).
 
-Promotion is jax.numpy's on four dtypes (bool < int32 < float32 < float64) with Python
+Promotion is jax.numpy's (bool < int32 < float16, bfloat16 < float32 < float64) with Python
 scalars weakly typed; an integer input to a float function (exp, divide, mean, ...)
 becomes float32, the default float.
 
@@ -33,6 +33,8 @@ pi = math.pi
 e = math.e
 newaxis = None
 float32, float64, int32, bool_ = dt.float32, dt.float64, dt.int32, dt.bool_
+# 16-bit floats: stored in 16 bits, computed in float32 (bfloat16 is ml_dtypes', as JAX's)
+float16, bfloat16 = dt.float16, dt.bfloat16
 ndarray = Array
 
 # --------------------------------------------------------------------------- creation

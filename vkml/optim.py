@@ -28,12 +28,16 @@ from .array import Array
 from .autodiff import no_grad
 from .trace import dtypes as dt
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
+# mixed precision (dtype policies, loss scaling) lives in its own module
+from .mixed_precision import (DynamicLossScale, NoOpLossScale, Policy, StaticLossScale, all_finite,
+                              get_policy, select_tree)
 
 __all__ = ["GradientTransformation", "sgd", "adam", "adamw", "chain", "clip_by_global_norm",
            "scale", "scale_by_adam", "scale_by_schedule", "scale_by_learning_rate", "trace",
            "add_decayed_weights", "apply_updates", "global_norm", "constant_schedule",
            "linear_schedule", "cosine_decay_schedule", "warmup_cosine_decay_schedule",
-           "Optimizer", "SGD", "Adam", "AdamW"]
+           "Optimizer", "SGD", "Adam", "AdamW", "Policy", "get_policy", "NoOpLossScale", "StaticLossScale",
+           "DynamicLossScale", "all_finite", "select_tree"]
 
 Schedule = Callable[[Any], Any]
 LR = float | Schedule

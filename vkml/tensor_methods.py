@@ -455,12 +455,12 @@ class TensorMethods:
         """Cast to dtype (or to another tensor's dtype); self when it already has it."""
         if isinstance(dtype, Array):
             dtype = dtype.dtype
-        if _is_half(dtype):
+        if isinstance(dtype, str) and dtype == "half":
             return self.half()
         try:
             d = dt.canonical(dtype, "to")
         except (TypeError, DTypeError):
-            raise TypeError(f"to: takes a dtype (float32, float64, int32, bool) or a tensor whose "
+            raise TypeError(f"to: takes a dtype ({dt.VALID}) or a tensor whose "
                             f"dtype to take, got {dtype!r}; vkml's tensors live on its one device, "
                             f"so there is no device to move to") from None
         out = vnp.asarray(self, d)
@@ -471,9 +471,12 @@ class TensorMethods:
         return vnp.asarray(self, dt.float64)
 
     def half(self):
-        """Cast to float16: vkml has no float16, so this raises DTypeError."""
-        raise DTypeError(f"half: vkml has no float16 dtype (its float dtypes are float32 and "
-                         f"float64); use .float() for {self.dtype}{list(self.shape)}")
+        """Cast to float16 (stored in 16 bits, computed in float32)."""
+        return vnp.asarray(self, dt.float16)
+
+    def bfloat16(self):
+        """Cast to bfloat16 (ml_dtypes.bfloat16, as JAX's)."""
+        return vnp.asarray(self, dt.bfloat16)
 
     def long(self):
         """Cast to vkml's integer dtype (int32; vkml has no int64)."""
@@ -569,11 +572,6 @@ def _plain(v: Any) -> Any:
     """A Tensor's value without history (other values as they are)."""
     from .tensor import Tensor
     return v.data if isinstance(v, Tensor) else v
-
-
-def _is_half(d: Any) -> bool:
-    return d in ("float16", "half") or getattr(d, "__name__", None) == "float16" or \
-        str(getattr(d, "dtype", d)) == "float16"
 
 
 def cat(tensors: Sequence, dim: int = 0, *, axis: int | None = None):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import ml_dtypes
 import numpy as np
 
 RNG = np.random.default_rng(0)
@@ -53,7 +54,7 @@ def rand(shape, dtype=np.float32, lo=-2.0, hi=2.0):
 
 def upcast(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a)
-    return a.astype(np.float64) if a.dtype.kind == "f" else a
+    return a.astype(np.float64) if a.dtype.kind == "f" or a.dtype == ml_dtypes.bfloat16 else a
 
 
 def tol(dtype, rtol32=1e-5, atol32=1e-6, rtol64=1e-12, atol64=1e-13):

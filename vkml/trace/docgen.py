@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import dtypes as dt
 from .ops import SPECS, Grad, OpKind
 
 _GROUP = {
@@ -25,6 +26,19 @@ _GROUP = {
 
 def _dtypes(sp) -> str:
     return ", ".join(str(np.dtype(d)) for d in sp.dtypes)
+
+
+def _low(sp) -> str | None:
+    """How the operator treats float16 and bfloat16 (None where it takes neither)."""
+    if not any(dt.is_low(d) for d in sp.dtypes):
+        return None
+    if sp.kernel == "elementwise":
+        return ("computed in float32 from the 16-bit values, the result rounded once to the "
+                "16-bit dtype (round to nearest even)")
+    if sp.kernel in ("fill", None):
+        return "stored as 16-bit values (the value rounded to nearest even)"
+    return ("computed by the float32 kernel (`vkml/vulkan/widen.py`): operands converted "
+            "exactly to float32, float32 accumulation, the result rounded once to the 16-bit dtype")
 
 
 def _kernel_path(kernel: str) -> str:
@@ -54,6 +68,7 @@ def page(kind: OpKind) -> str:
         f"| attributes | {attrs} |",
         f"| shape rule | {sp.extra['shape']} |",
         f"| dtypes | {_dtypes(sp)} |",
+    ] + ([f"| float16, bfloat16 | {_low(sp)} |"] if _low(sp) else []) + [
         f"| kernel | {_kernel_path(sp.kernel) if sp.kernel else 'none (bound to a buffer)'} |",
         f"| gradient group | {_GROUP[sp.grad]} |",
         f"| gradient | {grad} |",

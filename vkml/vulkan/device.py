@@ -108,6 +108,10 @@ class Profile:
     # (threads interleave loads); also whether fusion recomputes small broadcasts
     layout: str
     workers: int = 0            # host threads that run workgroups (lavapipe); 0: not a CPU driver
+    # ---- low precision (float16 / bfloat16 arrays, `trace/dtypes.py`)
+    storage16: bool = False     # 16-bit storage buffers: float16/bfloat16 arrays hold 2 bytes per element
+    float16: bool = False       # native float16 arithmetic (shaderFloat16); vkml computes in float32 either way
+    bfloat16: bool = False      # native bfloat16 arithmetic (no Vulkan core feature): converted by bit operations
     cores: int = 1              # host cores (the CPU matmul tiling keeps each busy)
     merge: bool = False         # run independent dispatches as one (`vulkan/merge.py`)
     dynamic: bool = False       # ... and big single ones as a loop over an atomic counter
@@ -297,7 +301,17 @@ class Device:
         qfs = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
         self.queue_family = next(i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
         self._keep = []
-        enabled = vk.VkPhysicalDeviceFeatures(shaderFloat64=self.has_float64, shaderInt64=self.has_int64)
+        # 16-bit storage (float16/bfloat16 arrays) and native float16 arithmetic where the
+        # device has them (core in Vulkan 1.1 / 1.2)
+        self.has_int16 = bool(feats.shaderInt16)
+        s16 = vk.VkPhysicalDevice16BitStorageFeatures()
+        f16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=s16)
+        if api >= vk.VK_MAKE_VERSION(1, 2, 0):
+            vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(pNext=f16))
+        self.has_storage16 = bool(s16.storageBuffer16BitAccess)
+        self.has_float16 = bool(f16.shaderFloat16)
+        enabled = vk.VkPhysicalDeviceFeatures(shaderFloat64=self.has_float64, shaderInt64=self.has_int64,
+                                              shaderInt16=self.has_int16)
         qci = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1,
                                          pQueuePriorities=[1.0])
         # pipeline creation feedback (core only from Vulkan 1.3; vkml asks for 1.2): whether
@@ -307,8 +321,11 @@ class Device:
         names = [vk.VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME] if self.creation_feedback else []
         # a tensor larger than one storage-buffer binding is read through its address
         # (`program.Binding.address`)
-        bda = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(bufferDeviceAddress=True) \
-            if self.buffer_address else None
+        en16 = vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=self.has_storage16)
+        enf16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=en16, shaderFloat16=self.has_float16)
+        bda = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(pNext=enf16, bufferDeviceAddress=True) \
+            if self.buffer_address else enf16
+        self._keep += [en16, enf16, bda]
         dci = vk.VkDeviceCreateInfo(pNext=bda, pQueueCreateInfos=[qci], pEnabledFeatures=enabled,
                                     ppEnabledExtensionNames=names)
         self.device = vk.vkCreateDevice(self.physical, dci, None)
@@ -317,8 +334,9 @@ class Device:
             queueFamilyIndex=self.queue_family,
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
         self.lock = threading.RLock()
-        self.profile: Profile = profile_for(self.driver, int(p.deviceType), self.has_int64,
-                                            self.max_storage_buffers)
+        self.profile: Profile = dataclasses.replace(
+            profile_for(self.driver, int(p.deviceType), self.has_int64, self.max_storage_buffers),
+            storage16=self.has_storage16, float16=self.has_float16)
 
     @property
     def max_tensor_bytes(self) -> int:

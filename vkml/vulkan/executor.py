@@ -29,6 +29,7 @@ from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind, SPECS
 from . import fusion, merge
+from .widen import widen
 from .dispatch import CHECK_WORDS, Check, Dispatch, View, arm, barriers_before, raise_checks, view_of
 from .kernels import Kernel
 from .lower import elementwise
@@ -266,6 +267,8 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     allocator for the outputs (jit lowers against Placeholders)."""
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
+    # 16-bit floats: every family but the elementwise one computes them in float32
+    graph = widen(graph, rt.dev.profile.fuse)
     # no allocation holds more than `chunk`: a larger arena is several, each value in one
     chunk = min(rt.dev.max_allocation, rt.dev.max_buffer_size) // ALIGN * ALIGN
     p = plan(graph, profile=rt.dev.profile, chunk=chunk)

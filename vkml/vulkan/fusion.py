@@ -165,6 +165,12 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
     mat: set[int] = set()       # region roots written to memory
     pro: set[int] = set()       # region roots read by a reduction's kernel (prologues)
     folded = _fold_transposes(nodes, kind, mat) if profile.fold_transposes else {"pairs": set()}
+    # values computed from 16-bit floats inside a region: the reduction and MatMul kernels
+    # read and write float32 only (`widen`), so such a region is never their prologue or epilogue
+    low: set[int] = set()
+    for n in nodes:
+        if dt.is_low(n.dtype) or (kind[n.id] in ("ew", "move", "full") and any(i.id in low for i in n.inputs)):
+            low.add(n.id)
     for n in nodes:
         k = kind[n.id]
         if k in ("leaf", "opaque"):
@@ -174,7 +180,7 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
             continue
         opq = [c for c in cons[n.id] if kind[c.id] == "opaque" and (c.id, n.id) not in folded["pairs"]]
         if opq:
-            if len(cons[n.id]) == 1 and _is_reduce(opq[0]):
+            if len(cons[n.id]) == 1 and _is_reduce(opq[0]) and n.id not in low:
                 pro.add(n.id)
             else:
                 mat.add(n.id)
@@ -271,7 +277,7 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
         if e is None or e in epi_of:
             continue
         reg = regions[e]
-        if by_id[e].size != n.size:       # the same elements in the same order, any shape
+        if by_id[e].size != n.size or _low_region(reg):   # the same elements in the same order, any shape
             continue
         others = _other_loads(reg, n)
         if others is None or not all(is_identity(ld, reg.shape) or is_scalar(ld) for ld in others):
@@ -292,7 +298,8 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
         if e is None or e in epi_of or e in mm_epi:
             continue
         reg = regions[e]
-        if tuple(reg.shape) != tuple(n.shape) or reg.dtype != n.dtype or reg.weight > EPILOGUE_BUDGET:
+        if (tuple(reg.shape) != tuple(n.shape) or reg.dtype != n.dtype or reg.weight > EPILOGUE_BUDGET
+                or _low_region(reg)):
             continue
         others = _other_loads(reg, n)
         if others is None or len(others) > 4:
@@ -343,6 +350,12 @@ def _inputs_first(groups: list) -> list:
         return (all(r.op in (OpKind.Input, OpKind.Const) for r in g.reads)
                 and g.out.size * g.out.dtype.itemsize <= EARLY_BYTES)
     return [g for g in groups if early(g)] + [g for g in groups if not early(g)]
+
+
+def _low_region(reg: Region) -> bool:
+    """Whether a region holds a 16-bit float (only the elementwise kernels take them)."""
+    return (dt.is_low(reg.dtype) or any(dt.is_low(t) for t in reg.types)
+            or any(dt.is_low(l.dtype) for l in reg.leaves))
 
 
 def _sole_region(n: Node, cons, kind, member, mat) -> int | None:

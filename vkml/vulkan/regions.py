@@ -174,6 +174,8 @@ def _const_key(n: Node) -> tuple:
         return ("c", "f8", struct.pack("<d", float(v)))
     if d == dt.float32:
         return ("c", "f4", struct.pack("<f", float(v)))
+    if dt.is_low(d):      # by its 16-bit pattern (-0.0 and 0.0 differ)
+        return ("c", str(d), int(np.asarray(v, np.float64).astype(d).view(np.uint16)))
     return ("c", d.str, int(bool(v)) if d == dt.bool_ else int(v))
 
 

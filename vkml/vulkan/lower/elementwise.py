@@ -31,6 +31,7 @@ from ...trace.shapes import contiguous_strides
 from ..kernels import divisor, texel_format
 from ..program import Meta, Program
 from ..regions import build_region
+from . import lowp
 from .vectors import pack, unpack, wide_type
 from .expressions import (SHADERS, expression, integer_pow_lines, literal, math_library, op_expr,
                           op_weight)
@@ -158,28 +159,44 @@ def region_function(reg, name: str) -> tuple[str, bool]:
     math = False
     for i, ins in enumerate(reg.code):
         if ins[0] == "load":
-            params[ins[1]] = f"{dt.glsl_type(reg.types[i])} a{ins[1]}"
+            params[ins[1]] = f"{dt.compute_type(reg.types[i])} a{ins[1]}"
             names[i] = f"a{ins[1]}"
         elif ins[0] == "const":
             names[i] = literal(ins[1], ins[2])
         else:
             _, op, in_dt, out_dt, attrs, args = ins
-            T = dt.glsl_type(out_dt)
+            T = dt.compute_type(out_dt)
             if op is OpKind.IntegerPow:     # a multiplication chain: temporaries
                 pre, e = integer_pow_lines(names[args[0]], attrs["exponent"], T, f"v{i}")
                 lines += pre
+                if dt.is_low(out_dt):
+                    e = lowp.round_value(out_dt, e)
                 lines.append(f"  {T} v{i} = {e};")
                 names[i] = f"v{i}"
                 continue
             ex = op_expr(op, in_dt, out_dt, attrs)
             math = math or ex.math
-            e = ex.glsl(dt.glsl_type(in_dt), *(names[a] for a in args))
+            e = ex.glsl(dt.compute_type(in_dt), *(names[a] for a in args))
+            if dt.is_low(out_dt) and op not in EXACT:
+                e = lowp.round_value(out_dt, e)     # float32 result rounded once
             lines.append(f"  {T} v{i} = {T}({e});")
             names[i] = f"v{i}"
-    T = dt.glsl_type(reg.dtype)
+    T = dt.compute_type(reg.dtype)
     src = (f"{T} {name}({', '.join(params)}) {{\n" + "".join(l + "\n" for l in lines)
            + f"  return {T}({names[reg.out]});\n}}\n")
     return src, math
+
+
+# operators whose result on 16-bit values is again one (no rounding needed); Cast rounds itself
+EXACT = frozenset({OpKind.Neg, OpKind.Abs, OpKind.Copy, OpKind.StopGradient, OpKind.Maximum, OpKind.Minimum,
+                   OpKind.Where, OpKind.Relu, OpKind.Floor, OpKind.Ceil, OpKind.Trunc, OpKind.Rint,
+                   OpKind.Sign, OpKind.Cast})
+
+
+def uses_low(reg, leaf_views=()) -> bool:
+    """Whether the region holds a 16-bit float anywhere (its kernel needs `lowp`)."""
+    return any(dt.is_low(t) for t in reg.types) or dt.is_low(reg.dtype) or any(
+        dt.is_low(v.dtype) for v in leaf_views)
 
 
 def uses_double(reg) -> bool:
@@ -212,7 +229,7 @@ def _width(dtypes, dev, weight: int) -> int:
     data as uint64 pairs (`wide_loads`: lavapipe pays per loaded component and lane),
     eight per u64vec4; the region's code is repeated per element, within the
     compile-time budget."""
-    wide = dev.profile.wide_loads and all(dt.itemsize(d) == 4 for d in dtypes)
+    wide = dev.profile.wide_loads and all(dt.itemsize(d) in (2, 4) for d in dtypes)
     for w in ((8, 4) if wide else (4,)):
         if w * weight <= CODE_BUDGET:
             return w
@@ -330,7 +347,8 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
     """The kernel of a region: per load, its offset and K strides in meta (a gather 'g'
     also the step between its W elements); R rounds of W elements per thread."""
     fn, math = region_function(reg, "fused")
-    OT = dt.glsl_type(reg.dtype)
+    OT = dt.compute_type(reg.dtype)
+    olow = dt.is_low(reg.dtype)
     p = Program(name, local_size=lx)
     fields = [("nv", 1), ("shape", K), ("div", 2 * K)]   # nv: threads' groups of W elements
     for j, m in enumerate(modes):
@@ -339,14 +357,21 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
     tex = [j < len(texels) and texels[j] is not None for j in range(len(leaf_views))]
     if W == 8:
         p.extension("GL_ARB_gpu_shader_int64")
-    o = p.buffer("o", wide_type(OT, W) if W > 1 else OT)
+    if uses_low(reg, leaf_views):
+        lowp.setup(p)
+
+    def btype(d, wide: bool) -> str:       # a binding's element type
+        if dt.is_low(d):
+            return lowp.buffer_type(W if wide and W > 1 else 1)
+        T = dt.glsl_type(d)
+        return wide_type(T, W) if wide and W > 1 else T
+    o = p.buffer("o", btype(reg.dtype, True))
     xs = []
     for j, v in enumerate(leaf_views):
-        T = dt.glsl_type(v.dtype)
         if tex[j]:
-            xs.append(p.buffer(f"x{j}", T, readonly=True, texel=texels[j]))
+            xs.append(p.buffer(f"x{j}", dt.glsl_type(v.dtype), readonly=True, texel=texels[j]))
         else:
-            xs.append(p.buffer(f"x{j}", wide_type(T, W) if wide_leaf[j] and W > 1 else T, readonly=True))
+            xs.append(p.buffer(f"x{j}", btype(v.dtype, wide_leaf[j]), readonly=True))
     if math:
         math_library(p, uses_double(reg))
     p.add(fn, names=("fused",))
@@ -356,6 +381,8 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
     def fetch(li: int, idx: str) -> str:
         if ar[li] is not None:
             return progression(ar[li], idx)
+        if dt.is_low(reg.leaves[li].dtype):
+            return lowp.load(reg.leaves[li].dtype, f"{xs[li]}[{idx}]")
         return f"texelFetch({xs[li]}, {idx}).x" if tex[li] else f"{xs[li]}[{idx}]"
     # R rounds per thread, a workgroup's width apart (neighbouring lanes read neighbouring
     # memory); every round's loads are issued before any round's arithmetic
@@ -378,7 +405,7 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
         args = []
         decl = []
         for j, ((li, _, _), m) in enumerate(zip(reg.loads, modes)):
-            T = dt.glsl_type(reg.leaves[li].dtype)
+            T = dt.compute_type(reg.leaves[li].dtype)
             pos = " + ".join([p.m(f"off{j}")] + [f"c{d}_{k} * {p.m(f'st{j}', d)}" for d in range(K)])
             body.append(f"int p{j}_{k} = {pos};")
             if m == "v" and ar[li] is not None:   # W consecutive values of the progression
@@ -394,10 +421,11 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
                          for q, h in enumerate(halves)]
                 args.append([f"l{j}_{k}{h}.{c}" for h in halves for c in "xyzw"][:W])
             elif m == "v":
-                WT = wide_type(T, W)
+                ld = reg.leaves[li].dtype
+                WT = btype(ld, True)
                 decl.append(f"{WT} l{j}_{k} = {WT}(0);")
                 body.append(f"l{j}_{k} = {xs[li]}[p{j}_{k}];")
-                args.append(unpack(T, W, f"l{j}_{k}"))
+                args.append(lowp.unpack(ld, W, f"l{j}_{k}") if dt.is_low(ld) else unpack(T, W, f"l{j}_{k}"))
             elif m == "g":
                 body.append(f"int q{j}_{k} = {p.m(f'step{j}')};")
                 decl += [f"{T} l{j}_{k}_{c} = {T}(0);" for c in range(W)]
@@ -417,7 +445,11 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
         outs.append((gi, args))
     for k, (gi, args) in enumerate(outs):
         L += [f"{OT} r{k}_{c} = fused({', '.join(a[c] for a in args)});" for c in range(Ws)]
-        val = pack(OT, W, [f"r{k}_{c}" for c in range(W)]) if W > 1 else f"r{k}_0"
+        rs = [f"r{k}_{c}" for c in range(Ws)]
+        if olow:
+            val = lowp.pack(reg.dtype, W, rs) if W > 1 else lowp.store(reg.dtype, rs[0])
+        else:
+            val = pack(OT, W, rs) if W > 1 else rs[0]
         L.append(f"{o}[{gi}] = {val};" if k == 0 else f"if ({gi} < nv) {o}[{gi}] = {val};")
     p.main(*L)
     return p

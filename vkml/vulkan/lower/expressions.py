@@ -173,7 +173,9 @@ def op_expr(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, attrs: dict) ->
         dst = np.dtype(out_dtype)
         if dst == dt.bool_:
             return _e("(({a} != " + ("{T}(0)" if fl else "0") + ") ? 1 : 0)")
-        return _e(f"{dt.glsl_type(dst)}({{a}})")
+        if dt.is_low(dst):     # through float32 (from float64: rounded twice, as a double's cast)
+            return _e(f"lp_round_{'bf16' if dst == dt.bfloat16 else 'f16'}(float({{a}}))")
+        return _e(f"{dt.compute_type(dst)}({{a}})")
     if op is OpKind.BitwiseNot:
         return _e("({a} ^ 1)" if np.dtype(in_dtype) == dt.bool_ else "(~{a})")
     if op is OpKind.Gelu:
@@ -188,11 +190,11 @@ def expression(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, attrs: dict,
                a: str = "a", b: str = "b", c: str = "c") -> str:
     """The GLSL expression computing op on operands a, b, c (GLSL expressions)."""
     if op is OpKind.IntegerPow:
-        lines, e = integer_pow_lines(a, attrs["exponent"], dt.glsl_type(in_dtype), "t")
+        lines, e = integer_pow_lines(a, attrs["exponent"], dt.compute_type(in_dtype), "t")
         if lines:
             raise NotImplementedError("IntegerPow needs statements: use integer_pow_lines")
         return e
-    return op_expr(op, in_dtype, out_dtype, attrs).glsl(dt.glsl_type(in_dtype), a, b, c)
+    return op_expr(op, in_dtype, out_dtype, attrs).glsl(dt.compute_type(in_dtype), a, b, c)
 
 
 def integer_pow_lines(x: str, e, T: str, v: str) -> tuple[list[str], str]:
@@ -242,7 +244,7 @@ def op_weight(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, approximate=N
     """Code size of one elementwise operator, in simple operations (double math counts
     twice: its polynomials are longer). IntegerPow: its multiplications."""
     if op is OpKind.IntegerPow:
-        return 1 + len(integer_pow_lines("a", exponent, dt.glsl_type(in_dtype), "t")[0])
+        return 1 + len(integer_pow_lines("a", exponent, dt.compute_type(in_dtype), "t")[0])
     w = op_expr(op, in_dtype, out_dtype, {"approximate": approximate}).weight
     return w * 2 if np.dtype(in_dtype) == dt.float64 and w > 1 else w
 
@@ -254,6 +256,8 @@ def literal(dtype, value) -> str:
     ('2.0', 'uintBitsToFloat(0x3dcccccdu)', '(-3)')
     """
     d = np.dtype(dtype)
+    if dt.is_low(d):       # the 16-bit value, as the float32 kernels hold it
+        return literal(dt.float32, np.float32(np.asarray(value, dtype=np.float64).astype(d)))
     if d == dt.float32:
         f = np.float32(value)
         if np.isfinite(f) and f == np.trunc(f) and abs(f) < 2 ** 24:

@@ -13,6 +13,8 @@ from ..program import Meta, Program
 def scalar_words(value, dtype) -> list[int]:
     """A scalar of dtype as the meta ints that carry it exactly (two for float64)."""
     d = np.dtype(dtype)
+    if dt.is_low(d):        # the 16-bit pattern, rounded to nearest even as astype does
+        return [int(np.asarray(value, dtype=np.float64).astype(d).view(np.uint16))]
     if d == dt.float64:
         return list(struct.unpack("<ii", struct.pack("<d", float(value))))
     if d == dt.float32:
@@ -42,9 +44,12 @@ def program(dtype) -> Program:
     """o[i] = the meta's value, for i < n: one kernel per dtype serves every value."""
     p = Program("Full")
     p.meta = Meta(("n", 1), scalar_field("value", dtype))
-    o = p.buffer("o", dt.glsl_type(dtype))
-    p.main("uint i = gidx();", f"if (i >= uint({p.m('n')})) return;",
-           f"{o}[i] = {scalar_read(p, 'value', dtype)};")
+    low = dt.is_low(dtype)
+    if low:
+        p.extension("GL_EXT_shader_16bit_storage")
+    o = p.buffer("o", "uint16_t" if low else dt.glsl_type(dtype))
+    v = f"uint16_t(uint({p.m('value', 0)}))" if low else scalar_read(p, 'value', dtype)
+    p.main("uint i = gidx();", f"if (i >= uint({p.m('n')})) return;", f"{o}[i] = {v};")
     return p
 
 
