@@ -2,6 +2,7 @@
 
     ./run demo gpt                               # a few minutes on lavapipe
     python examples/gpt.py --steps 300 --layers 2 --width 96 --context 64 --batch_size 32
+    python examples/gpt.py --precision bfloat16      # float32 master weights, bfloat16 compute
 
 The text ships with every Python install: the .py files directly in
 `sysconfig.get_paths()['stdlib']`, in sorted order, concatenated up to --chars characters
@@ -44,6 +45,9 @@ def define_flags() -> None:
     flags.DEFINE_integer("seed", 0, "seed for the initialisation, the batches and the sampling")
     flags.DEFINE_string("out", "runs/gpt", "folder for the checkpoint and the plot")
     flags.DEFINE_boolean("progress", True, "show a tqdm progress bar")
+    flags.DEFINE_enum("precision", "float32", list(PRECISIONS),
+                      "compute dtype: float32, or mixed precision over float32 master weights "
+                      "(bfloat16; float16 with dynamic loss scaling)")
 
 
 FLAGS = flags.FLAGS
@@ -145,32 +149,65 @@ def batches(data: np.ndarray, batch_size: int, context: int, rng):
         yield w[:, :-1], w[:, 1:]
 
 
-def make_step(opt):
+PRECISIONS = ("float32", "bfloat16", "float16")
+
+
+def init_state(opt, model, precision: str = "float32"):
+    """The optimiser state a `make_step` step takes: opt's, and for float16 also the
+    dynamic loss scale (float16's range is too narrow for unscaled gradients)."""
+    from vkml import optim
+    s = opt.init(model)
+    return (s, optim.DynamicLossScale(2.0 ** 15)) if precision == "float16" else s
+
+
+def make_step(opt, precision: str = "float32"):
     """(loss_fn, step): the next-character cross-entropy of a model on (x, y) windows, and
-    one jitted training step with optimiser opt: step(m, s, x, y) -> (m, s, loss)."""
+    one jitted training step with optimiser opt: step(m, s, x, y) -> (m, s, loss).
+
+    precision: the compute dtype. The model's weights and the optimiser state stay
+    float32 (master weights); the loss casts the weights to bfloat16 or float16 at its
+    top and the logits back to float32 before the cross-entropy (`optim.Policy`), so the
+    gradients arrive in float32 through the casts. float16 scales the loss dynamically
+    (`optim.DynamicLossScale`, its state beside the optimiser's: `init_state`) and skips
+    a step whose gradients overflowed."""
     import vkml
     import vkml.nn.functional as F
     import vkml.numpy as vnp
     from vkml import optim
+    if precision not in PRECISIONS:
+        raise ValueError(f"make_step: precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+    policy = optim.get_policy(f"params=float32,compute={precision},output=float32")
 
     def loss_fn(m, x, y):
-        logits = m(x)
+        logits = policy.cast_to_output(policy.cast_to_compute(m)(x))
         return F.cross_entropy(vnp.reshape(logits, (-1, logits.shape[-1])), vnp.reshape(y, (-1,)))
+
+    if precision != "float16":
+        @vkml.jit
+        def step(m, s, x, y):
+            loss, g = vkml.value_and_grad(loss_fn)(m, x, y)
+            updates, s = opt.update(g, s, m)
+            return optim.apply_updates(m, updates), s, loss
+        return loss_fn, step
 
     @vkml.jit
     def step(m, s, x, y):
-        loss, g = vkml.value_and_grad(loss_fn)(m, x, y)
-        updates, s = opt.update(g, s, m)
-        return optim.apply_updates(m, updates), s, loss
+        s, scale = s
+        loss, g = vkml.value_and_grad(lambda m: scale.scale(loss_fn(m, x, y)))(m)
+        loss, g = scale.unscale(loss), scale.unscale(g)
+        finite = optim.all_finite(g)
+        updates, s2 = opt.update(g, s, m)
+        m2 = optim.select_tree(finite, optim.apply_updates(m, updates), m)
+        return m2, (optim.select_tree(finite, s2, s), scale.adjust(finite)), loss
     return loss_fn, step
 
 
 def train(steps: int = 300, batch_size: int = 32, context: int = 64, layers: int = 2,
           width: int = 96, heads: int = 4, lr: float = 3e-3, weight_decay: float = 0.05,
           clip: float = 1.0, chars: int = 1_000_000, seed: int = 0, eval_every: int | None = None,
-          progress: bool = True, log=print):
+          progress: bool = True, log=print, precision: str = "float32"):
     """Train and return (model, history dict). history: loss per step, (step, held-out loss)
-    pairs, characters/s, seconds, the text."""
+    pairs, characters/s, seconds, the text. precision: the compute dtype (`make_step`)."""
     import vkml
     import vkml.nn.functional as F
     import vkml.numpy as vnp
@@ -184,8 +221,8 @@ def train(steps: int = 300, batch_size: int = 32, context: int = 64, layers: int
     warmup = max(1, min(50, steps // 10))
     sched = optim.warmup_cosine_decay_schedule(0.0, lr, warmup, max(steps, warmup + 1), lr * 0.1)
     opt = optim.chain(optim.clip_by_global_norm(clip), optim.adamw(sched, b2=0.99, weight_decay=weight_decay))
-    state = opt.init(model)
-    loss_fn, step = make_step(opt)
+    state = init_state(opt, model, precision)
+    loss_fn, step = make_step(opt, precision)
     evaluate = vkml.jit(loss_fn)
     rng = np.random.default_rng(seed + 1)
     # a fixed held-out set: the same windows at every evaluation, so the curve is smooth
@@ -278,7 +315,7 @@ def main(argv):
     print(f"vkml {vkml.__version__} on {runtime.get().dev.summary()}")
     model, hist = train(FLAGS.steps, FLAGS.batch_size, FLAGS.context, FLAGS.layers, FLAGS.width,
                         FLAGS.heads, FLAGS.lr, FLAGS.weight_decay, FLAGS.clip, FLAGS.chars,
-                        FLAGS.seed, progress=FLAGS.progress)
+                        FLAGS.seed, progress=FLAGS.progress, precision=FLAGS.precision)
     n_params = sum(int(np.prod(p.shape)) for p in model.parameters())
     out = Path(FLAGS.out)
     out.mkdir(parents=True, exist_ok=True)

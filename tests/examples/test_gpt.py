@@ -37,3 +37,10 @@ def test_tiny_run_learns_and_samples(tmp_path):
     assert text == gpt.sample(model, "def ", 12, temperature=0.8, seed=0)   # same key, same text
     gpt.plot(hist, tmp_path / "loss.png")
     assert (tmp_path / "loss.png").stat().st_size > 1000
+
+
+def test_precision_flag_is_checked():
+    from vkml import optim
+    import pytest
+    with pytest.raises(ValueError, match="precision 'int8'"):
+        gpt.make_step(optim.sgd(0.1), "int8")
