@@ -160,6 +160,10 @@ class Profile:
     # runs) instead of a workgroup row apart: measured slower, kept for comparison
     matmul_contiguous: tuple = (False, False)
     matmul_tiling: object = None      # a forced `lower.matmul.Tiling` (tuning, tests), else per device
+    # float16 products on tensor cores (`lower/matmul/coop.py`): set where the device has
+    # VK_NV_cooperative_matrix with 16x16x16 float16 fragments and float32 accumulators,
+    # 32-lane subgroups and 16-bit storage; $VKML_COOP=0 keeps the float32 SIMT kernels
+    matmul_coop: bool = False
     # (end of matmul fields)
 
     # ---- scan, softmax, window, index (`lower/scan.py` ...)
@@ -319,12 +323,24 @@ class Device:
         exts = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
         self.creation_feedback = vk.VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME in exts
         names = [vk.VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME] if self.creation_feedback else []
+        # tensor cores: cooperative matrices (`lower/matmul/coop.py`)
+        self.coop_shapes = self._coop_shapes(exts, api)
+        coop = ((16, 16, 16, "float16", "float32") in self.coop_shapes and self.subgroup_size == 32
+                and self.has_storage16 and self.has_float16
+                and os.environ.get("VKML_COOP", "1") != "0")
+        if coop:
+            names.append("VK_NV_cooperative_matrix")
         # a tensor larger than one storage-buffer binding is read through its address
         # (`program.Binding.address`)
         en16 = vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=self.has_storage16)
         enf16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=en16, shaderFloat16=self.has_float16)
-        bda = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(pNext=enf16, bufferDeviceAddress=True) \
-            if self.buffer_address else enf16
+        head = enf16
+        if coop:     # the fragments' scope needs the Vulkan memory model
+            mm = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head, vulkanMemoryModel=True)
+            head = vk.VkPhysicalDeviceCooperativeMatrixFeaturesNV(pNext=mm, cooperativeMatrix=True)
+            self._keep += [mm, head]
+        bda = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(pNext=head, bufferDeviceAddress=True) \
+            if self.buffer_address else head
         self._keep += [en16, enf16, bda]
         dci = vk.VkDeviceCreateInfo(pNext=bda, pQueueCreateInfos=[qci], pEnabledFeatures=enabled,
                                     ppEnabledExtensionNames=names)
@@ -336,7 +352,26 @@ class Device:
         self.lock = threading.RLock()
         self.profile: Profile = dataclasses.replace(
             profile_for(self.driver, int(p.deviceType), self.has_int64, self.max_storage_buffers),
-            storage16=self.has_storage16, float16=self.has_float16)
+            storage16=self.has_storage16, float16=self.has_float16, matmul_coop=coop)
+
+    def _coop_shapes(self, exts: set, api: int) -> tuple:
+        """The cooperative-matrix fragments the device has, as (M, N, K, A/B type, C type)
+        with A and B of one type and C and D of another (VK_NV_cooperative_matrix)."""
+        if "VK_NV_cooperative_matrix" not in exts or api < vk.VK_MAKE_VERSION(1, 2, 0):
+            return ()
+        names = {vk.VK_COMPONENT_TYPE_FLOAT16_KHR: "float16", vk.VK_COMPONENT_TYPE_FLOAT32_KHR: "float32",
+                 vk.VK_COMPONENT_TYPE_FLOAT64_KHR: "float64"}   # the NV values (NV aliases unbound)
+        try:
+            get = vk.vkGetInstanceProcAddr(self.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV")
+            props = get(self.physical)
+        except Exception:       # bindings or loader without the entry point: no tensor cores
+            return ()
+        out = []
+        for q in props:
+            a, b, c, d = (names.get(int(x)) for x in (q.AType, q.BType, q.CType, q.DType))
+            if a and a == b and c and c == d and int(q.scope) == vk.VK_SCOPE_SUBGROUP_KHR:
+                out.append((int(q.MSize), int(q.NSize), int(q.KSize), a, c))
+        return tuple(out)
 
     @property
     def max_tensor_bytes(self) -> int:

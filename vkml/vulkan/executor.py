@@ -268,7 +268,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
     # 16-bit floats: every family but the elementwise one computes them in float32
-    graph = widen(graph, rt.dev.profile.fuse)
+    graph = widen(graph, rt.dev.profile.fuse, rt.dev.profile.matmul_coop)
     # no allocation holds more than `chunk`: a larger arena is several, each value in one
     chunk = min(rt.dev.max_allocation, rt.dev.max_buffer_size) // ALIGN * ALIGN
     p = plan(graph, profile=rt.dev.profile, chunk=chunk)

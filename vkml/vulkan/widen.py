@@ -30,11 +30,22 @@ NATIVE = frozenset({"elementwise", "fill", None})    # families that take 16-bit
 MOVES = frozenset({OpKind.Reshape, OpKind.Permute, OpKind.Expand, OpKind.Slice, OpKind.Flip})
 
 
-def widen(graph: Graph, fuse: bool = True) -> Graph:
+def coop_native(op: OpKind, ins) -> bool:
+    """Whether a MatMul of ins runs on tensor cores as it is (`lower/matmul/coop.py`):
+    float16 operands, each of M, N and K a multiple of 8 (so the kernel's 16-byte loads
+    fit whichever operand layout fusion gives it)."""
+    if op is not OpKind.MatMul or not all(i.dtype == dt.float16 for i in ins):
+        return False
+    a, b = ins[0].shape, ins[1].shape
+    return len(a) >= 2 and len(b) >= 2 and a[-2] % 8 == 0 and a[-1] % 8 == 0 and b[-1] % 8 == 0
+
+
+def widen(graph: Graph, fuse: bool = True, coop: bool = False) -> Graph:
     """graph with every operator outside the elementwise family computed in float32 on
     its 16-bit float operands and results (the graph itself where there are none).
     fuse: whether movement operators become strided loads of regions (else they are
-    kernels of their own, and widened too)."""
+    kernels of their own, and widened too). coop: float16 MatMuls that tensor cores take
+    (`coop_native`) stay float16."""
     if not any(dt.is_low(n.dtype) for n in graph.nodes):
         return graph
     new: dict[int, Node] = {}
@@ -49,7 +60,8 @@ def widen(graph: Graph, fuse: bool = True) -> Graph:
         return c
     for n in graph.nodes:
         ins = [new[i.id] for i in n.inputs]
-        native = SPECS[n.op].kernel in NATIVE or (fuse and n.op in MOVES)
+        native = (SPECS[n.op].kernel in NATIVE or (fuse and n.op in MOVES)
+                  or (coop and coop_native(n.op, ins)))
         low_in = any(dt.is_low(i.dtype) for i in ins)
         low_attr = dt.is_low(n.attrs["dtype"]) if "dtype" in n.attrs and n.op is not OpKind.Cast else False
         if native or not (low_in or low_attr or dt.is_low(n.dtype)):

@@ -5,7 +5,7 @@ import math
 from dataclasses import replace
 
 from ....trace import dtypes as dt
-from . import int32, shared, spec, subgroup, vec4
+from . import coop, int32, shared, spec, subgroup, vec4
 from .epilogue import operands as epilogue_operands
 from .prologue import MAX_BATCH_RANK, batch_layout, swap_last
 from .tiling import interleave, select_tiling, swap_small_n, vec4_fits, width
@@ -43,7 +43,21 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
         assert epilogue is None, "fusion gives int32 products no epilogue"
         int32.lower(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb)
         return
+    if node.inputs[0].dtype == dt.float16:
+        # float16 operands reach a MatMul only where tensor cores take them (`widen`)
+        assert epilogue is None and coop.eligible(M, N, K, ta, tb), "widen leaves float16 MatMuls to coop"
+        _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb)
+        return
     _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epilogue)
+
+
+def _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb) -> None:
+    t = coop.choose(M, N, nbatch)
+    p = coop.program(t, len(shp), ta, tb, node.dtype)
+    tiles_m, tiles_n = -(-M // t.bm), -(-N // t.bn)
+    ctx.dispatch(ctx.kernel(p), {"M": M, "N": N, "K": K, "tiles_m": tiles_m, "tiles_n": tiles_n,
+                                 "nbatch": nbatch, "shape": shp, "sa": sa, "sb": sb},
+                 [out, a, b], groups=tiles_m * tiles_n * nbatch)
 
 
 def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi_in) -> None:
