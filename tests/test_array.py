@@ -33,7 +33,7 @@ def test_a_repeated_eager_operator_is_compiled_once(built):
         np.testing.assert_array_equal(np.asarray(x * y), np.arange(5, dtype=np.float32))
     assert built[0] == 1
     z = vnp.asarray(np.ones(6, np.float32))
-    z * z                                            # a new signature: compiled again
+    np.asarray(z * z)                                # a new signature: compiled again
     assert built[0] == 2
 
 

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import lazy
 from .trace import dtypes as dt
 from .trace import tracer
 from .trace.graph import Graph, Node, input_node
@@ -33,7 +34,9 @@ class Array:
     >>> (a @ a.T).sum().item()
     52.0
     """
-    __slots__ = ("_buf", "_trace", "_node", "shape", "dtype", "__weakref__")
+    # _b: the device Buffer; _lazy: the eager operator's `lazy.Pending` record while it has
+    # not run (then _b is None): `_buf` runs it
+    __slots__ = ("_b", "_lazy", "_trace", "_node", "shape", "dtype", "__weakref__")
     __array_priority__ = 100
     # NumPy's operators defer to the Array: `np_array % arr` calls arr.__rmod__ (a device
     # op, traceable), and a ufunc called on an Array (np.exp(arr)) raises TypeError; neither
@@ -46,16 +49,53 @@ class Array:
     @classmethod
     def _concrete(cls, buf, shape, dtype) -> "Array":
         self = object.__new__(cls)
-        self._buf, self._trace, self._node = buf, None, None
+        self._b, self._lazy, self._trace, self._node = buf, None, None, None
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        return self
+
+    @classmethod
+    def _pending(cls, rec, shape, dtype) -> "Array":
+        self = object.__new__(cls)
+        self._b, self._lazy, self._trace, self._node = None, rec, None, None
+        self.shape, self.dtype = tuple(shape), dtype
         return self
 
     @classmethod
     def _traced(cls, trace, node: Node) -> "Array":
         self = object.__new__(cls)
-        self._buf, self._trace, self._node = None, trace, node
+        self._b, self._lazy, self._trace, self._node = None, None, trace, node
         self.shape, self.dtype = node.shape, node.dtype
         return self
+
+    @property
+    def _buf(self):
+        """The device Buffer (None for a traced value), running pending eager work first."""
+        r = self._lazy
+        if r is not None:
+            self._b = r.buf if r.buf is not None else lazy.realize(r)
+            self._lazy = None
+        return self._b
+
+    @_buf.setter
+    def _buf(self, buf) -> None:
+        self._b, self._lazy = buf, None
+
+    def _take(self, other: "Array") -> None:
+        """Hold other's value (its buffer or its pending record) without running it."""
+        self._b, self._lazy = other._b, other._lazy
+        if self._lazy is not None:
+            lazy.adopt(self)
+
+    @property
+    def _defined(self) -> bool:
+        """Whether the array holds a value (a buffer or a pending record)."""
+        return self._b is not None or self._lazy is not None
+
+    def _share(self) -> "Array":
+        """A plain Array of the same value, not run if it is pending."""
+        a = Array._concrete(self._b, self.shape, self.dtype)
+        a._take(self)
+        return a
 
     # ------------------------------------------------------------------ properties
     @property
@@ -112,6 +152,7 @@ class Array:
         (3,)
         """
         if self._trace is None:
+            self._buf          # pending eager work runs
             runtime.get().wait()
         return self
 
@@ -298,6 +339,15 @@ def bind(kind: OpKind, operands: list, _tag: Any = None, **attrs: Any) -> Array:
             raise tracer.LeakedTracerError(
                 f"{kind.value}: operand {i} is a value traced inside a transform that has returned; "
                 f"return it from the transformed function instead")
+    if lazy.ENABLED:
+        try:
+            akey = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+        except TypeError:      # an attribute holding an array: run now
+            akey = None
+        if akey is not None:
+            out = lazy.record(kind, operands, attrs, akey, Array._pending)
+            if out is not None:
+                return out
     return _eager(kind, operands, attrs)
 
 

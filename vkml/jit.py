@@ -11,6 +11,7 @@ import inspect
 from collections import OrderedDict
 from typing import Callable, Sequence
 
+from . import lazy
 from . import numpy as vnp
 from .array import Array, run_compiled
 from .debug import checks_enabled
@@ -199,6 +200,9 @@ class Jitted:
         return entry, leaves, static
 
     def __call__(self, *args, **kwargs):
+        # pending eager work runs first: a donated argument's buffer may be one it reads
+        if lazy._pending:
+            lazy.flush()
         plain = self._plain
         if plain is not None and not kwargs:
             key = []

@@ -57,7 +57,8 @@ class Tensor(TensorMethods, Array):
         a = vnp.asarray(data, dtype)
         if a._trace is not None:
             raise TypeError("vkml.Tensor: cannot wrap a traced value; Tensors are for eager use")
-        self._buf, self._trace, self._node = a._buf, None, None
+        self._trace, self._node = None, None
+        self._take(a)
         self.shape, self.dtype = a.shape, a.dtype
         if requires_grad and not dt.is_float(self.dtype):
             raise DTypeError(f"Tensor: only float tensors can require gradients, got {self.dtype}")
@@ -71,7 +72,8 @@ class Tensor(TensorMethods, Array):
     @classmethod
     def _result(cls, value: Array, node: Node | None, parents: tuple, requires_grad: bool) -> "Tensor":
         t = object.__new__(cls)
-        t._buf, t._trace, t._node = value._buf, None, None
+        t._trace, t._node = None, None
+        t._take(value)
         t.shape, t.dtype = value.shape, value.dtype
         t.requires_grad, t.grad = requires_grad, None
         if node is None:
@@ -85,7 +87,7 @@ class Tensor(TensorMethods, Array):
     def _undefined(cls, shape=(), dtype=np.float32) -> "Tensor":
         """A placeholder holding no value (what a skipped computation leaves behind)."""
         t = object.__new__(cls)
-        t._buf, t._trace, t._node = None, None, None
+        t._b, t._lazy, t._trace, t._node = None, None, None, None
         t.shape, t.dtype = tuple(shape), np.dtype(dtype)
         t.requires_grad, t.grad, t._parents, t._is_leaf = False, None, (), True
         t._version, t._saved = 0, ()
@@ -101,7 +103,7 @@ class Tensor(TensorMethods, Array):
     @property
     def data(self) -> Array:
         """The value as a plain Array (no history)."""
-        return Array._concrete(self._buf, self.shape, self.dtype)
+        return self._share()
 
     def detach(self) -> "Tensor":
         """Same values, no history, requires_grad False."""
@@ -122,11 +124,11 @@ class Tensor(TensorMethods, Array):
                              f"match {self.dtype}{list(self.shape)}")
         if value._trace is not None:
             raise TypeError("Tensor._set_value: cannot store a traced value")
-        self._buf = value._buf
+        self._take(value)
         self._version += 1
 
     def __repr__(self) -> str:
-        if self._buf is None:
+        if not self._defined:
             return "Tensor(<undefined>)"
         body = np.array2string(np.asarray(self), separator=", ", prefix="Tensor(")
         rg = ", requires_grad=True" if self.requires_grad else ""
@@ -139,7 +141,7 @@ class Tensor(TensorMethods, Array):
         self's shape and is the seed of the reverse walk.
         """
         # checks first, in the design note's order
-        if self._buf is None:
+        if not self._defined:
             raise UndefinedTensorError("backward: the tensor is undefined (it holds no value)")
         # the dtype before requires_grad: a bool or integer result never requires grad
         # (as in PyTorch), and its backward() is the design note's DTypeError
@@ -285,7 +287,7 @@ def _node_of(v) -> Node:
 def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
     """bind() for eager operations with Tensor operands: compute now, record the node."""
     plain = [o.data if isinstance(o, Tensor) else o for o in operands]
-    if any(o._buf is None for o in plain):
+    if any(not o._defined for o in plain):
         raise UndefinedTensorError(f"{kind.value}: an operand tensor is undefined")
     out = bind(kind, plain, **attrs)
     # a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad,

@@ -496,7 +496,7 @@ class TensorMethods:
         The buffer is replaced, not written: anything holding the old value keeps it, and
         backward() refuses a graph whose saved tensor changed since it was recorded."""
         from .tensor import UndefinedTensorError, no_record
-        if self._buf is None:
+        if not self._defined:
             raise UndefinedTensorError(f"{name}: the tensor is undefined (it holds no value)")
         if not self._is_leaf:
             raise RuntimeError(f"{name}: this tensor has history (it is the output of a recorded "
@@ -522,7 +522,7 @@ class TensorMethods:
                     raise ShapeError(f"{name}: a value of shape {v.shape} does not broadcast to the "
                                      f"tensor's shape {self.shape}")
                 v = vnp.copy(vnp.broadcast_to(v, self.shape))
-        self._buf = v._buf
+        self._take(v)
         self._version += 1
         return self
 

@@ -32,7 +32,7 @@ class CopyCommands:
     >>> rt = runtime.get()
     >>> a, b = rt.upload(np.arange(4, dtype=np.float32)), rt.allocator.alloc(16)
     >>> copies = CopyCommands(rt)      # keep it: its command buffer dies with it
-    >>> rt.submit([copies.record([(a, b, 16)])])
+    >>> ticket = rt.submit([copies.record([(a, b, 16)])])
     >>> rt.download(b).view(np.float32).tolist()
     [0.0, 1.0, 2.0, 3.0]
     """

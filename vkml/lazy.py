@@ -1,0 +1,296 @@
+"""Lazy eager operators: an eager operator records a node and returns at once; the pending
+nodes run together when a value is needed (tinygrad's and the design's "lazily batched until
+a value is needed").
+
+An eager operator (`array.bind` outside any transform) checks its operands' shapes and
+dtypes at once, by making its graph Node (so errors are raised at the user's line), and
+returns an Array holding a `Pending` record instead of a buffer. Reading a buffer
+(`Array._buf`: `np.asarray`, `item()`, a jitted call, `backward()`, ...) flushes every
+pending record whose Array is still alive, as one graph:
+
+* The graph's structure (operators, attributes, shapes, dtypes, how nodes connect, which
+  are results) keys a cache of compiled programs. A structure seen before replays its
+  program: an eager training loop whose step repeats runs its optimiser update or its
+  forward pass as one fused, recorded program, as a jitted step does.
+* A structure seen for the first time runs operator by operator through the cached
+  single-operator programs (`array._eager`), as eager vkml did before: a program is only
+  compiled for a structure that repeats, so one-off eager code compiles nothing new.
+
+Operators that may raise from the device (int32 overflow checks, `vkml.debug` index
+checks), and attributes that hold arrays, run at once, so their errors stay at their line.
+At most MAX_PENDING nodes wait. Opt-in for now: $VKML_LAZY=1 (or `lazy.ENABLED = True`).
+
+>>> import vkml.numpy as vnp, vkml.lazy
+>>> vkml.lazy.ENABLED = True
+>>> x = vnp.arange(4.0)
+>>> y = (x * 2.0 + 1.0).sum()     # recorded, not run
+>>> is_pending(y), float(y), is_pending(y)
+(True, 16.0, False)
+>>> vkml.lazy.ENABLED = False
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+from .trace import dtypes as dt
+from .trace.graph import Graph, Node
+from .trace.ops import OpKind
+from .vulkan.memory import Buffer
+
+MAX_PENDING = 512       # nodes waiting before a flush (bounds the graph and what it holds)
+# result bytes waiting before a flush: what waits keeps its operands' buffers alive, and a
+# chain over large arrays gains nothing from waiting (the device's work dominates)
+MAX_PENDING_BYTES = 64 << 20
+LARGE_BYTES = 4 << 20   # an operator with a larger result runs at once (`lazy_ok`)
+PROGRAMS_KEPT = 64      # compiled flush programs kept (least recently used dropped)
+# off by default for now: with it on, memory freed by an out-of-memory test came back only
+# after the next flush (tests/vulkan/test_resources.py); $VKML_LAZY=1 turns it on
+ENABLED = os.environ.get("VKML_LAZY", "0") == "1"
+
+
+class Pending:
+    """A node not run yet: its graph Node (whose inputs are placeholder Inputs for the
+    concrete operands and other records' nodes), per node input the operand's Buffer or
+    its Pending record, and, once run, its result buffer."""
+    __slots__ = ("node", "args", "attrs", "attrs_key", "buf", "seq")
+
+    def __init__(self, node: Node, args: tuple, attrs: dict, attrs_key, seq: int):
+        self.node, self.args, self.attrs, self.attrs_key, self.buf = node, args, attrs, attrs_key, None
+        self.seq = seq      # creation order: a flush lists its results so, whatever the set's order
+
+
+_lock = threading.RLock()
+# Arrays whose records wait, by id (a WeakSet would compare Tensors with their elementwise ==)
+_pending: dict = {}
+_count = 0                                          # records made since the last flush
+_bytes = 0                                          # ... and their result bytes
+_seq = itertools.count()
+_seen: OrderedDict = OrderedDict()                  # structure key -> None (seen once)
+_programs: OrderedDict = OrderedDict()              # structure key -> Compiled
+stats = {"flushes": 0, "replayed": 0, "stepped": 0, "compiled": 0}
+
+
+def is_pending(a) -> bool:
+    """Whether array a holds a record not run yet (testing and debugging)."""
+    r = a._lazy
+    return r is not None and r.buf is None
+
+
+def lazy_ok(kind: OpKind, node: Node) -> bool:
+    """Whether an operator may wait: not one whose kernels may raise from the device, nor
+    one with a large result (LARGE_BYTES: the device's work dominates its host cost, and
+    waiting would keep its operands' memory; its out-of-memory error names it at once)."""
+    if node.dtype == dt.int32 or kind is OpKind.CheckIndex:
+        return False
+    return node.size * node.dtype.itemsize <= LARGE_BYTES
+
+
+def record(kind: OpKind, operands: list, attrs: dict, attrs_key, make_array) -> Any:
+    """The pending result of an eager operator, or None where it must run now (the
+    caller runs it). make_array(record, shape, dtype) builds the result Array."""
+    global _count, _bytes
+    ins, args = [], []
+    for v in operands:
+        r = v._lazy
+        if r is not None and r.buf is None:
+            ins.append(r.node)
+            args.append(r)
+        else:
+            # the buffer itself, not the Array: a Tensor's in-place update replaces its
+            # buffer, and the operator reads the value it had now
+            b = v._buf
+            if type(b) is not Buffer:
+                getattr(b, "nbytes")    # a donated array's stand-in raises DonatedArrayError
+            ins.append(_placeholder(v.shape, v.dtype))
+            args.append(b)
+    node = Node(kind, ins, attrs)       # shape and dtype checks: errors raise here
+    if not lazy_ok(kind, node):
+        return None
+    rec = Pending(node, tuple(args), attrs, attrs_key, next(_seq))
+    out = make_array(rec, node.shape, node.dtype)
+    with _lock:
+        _pending[id(out)] = weakref.ref(out)
+        _count += 1
+        _bytes += node.size * node.dtype.itemsize
+        full = _count >= MAX_PENDING or _bytes >= MAX_PENDING_BYTES
+    if full:
+        flush()
+    return out
+
+
+def _placeholder(shape: tuple, dtype) -> Node:
+    # input_node without the shape inference (a measurable part of an eager operator)
+    return Node(OpKind.Input, (), {"shape": shape, "dtype": dtype, "index": -1}, shape=shape, dtype=dtype)
+
+
+def adopt(a) -> None:
+    """Register array a as holding a pending record it took from another (a Tensor made
+    from an Array's value), so a flush computes it."""
+    if a._lazy is not None and a._lazy.buf is None:
+        with _lock:
+            _pending[id(a)] = weakref.ref(a)
+
+
+def _walk(outs: list) -> tuple[list, list, tuple, bool]:
+    """(records in dependency order, leaf buffers in first-use order, structure key,
+    whether an operand is a record run by an earlier flush)."""
+    order, index, leaves = [], {}, []
+    entries, mixed = [], False
+    for root in outs:
+        if id(root) in index:
+            continue
+        stack = [(root, False)]
+        while stack:
+            r, ready = stack.pop()
+            if id(r) in index:
+                continue
+            if not ready:
+                stack.append((r, True))
+                stack.extend((a, False) for a in reversed(r.args)
+                             if type(a) is Pending and a.buf is None and id(a) not in index)
+                continue
+            refs = []
+            for a in r.args:
+                if type(a) is Pending and a.buf is None:
+                    refs.append(index[id(a)])
+                else:
+                    if type(a) is Pending:
+                        mixed, a = True, a.buf
+                    refs.append(None)
+                    leaves.append(a)
+            index[id(r)] = len(order)
+            order.append(r)
+            n = r.node
+            # a leaf by its shape and dtype (the placeholder's), a record by its position
+            refs = tuple(x if x is not None else (i.shape, i.dtype) for x, i in zip(refs, n.inputs))
+            entries.append((n.op, r.attrs_key, refs, n.shape, n.dtype))
+    key = (tuple(entries), tuple(index[id(r)] for r in outs))
+    return order, leaves, key, mixed
+
+
+def flush() -> None:
+    """Run every pending record whose Array is alive (see the module docstring)."""
+    global _count, _bytes
+    with _lock:
+        arrays = [a for a in (w() for w in _pending.values())
+                  if a is not None and a._lazy is not None and a._lazy.buf is None]
+        _pending.clear()
+        _count = _bytes = 0
+        if not arrays:
+            return
+        outs = sorted({id(a._lazy): a._lazy for a in arrays}.values(), key=lambda r: r.seq)
+        order, leaves, key, mixed = _walk(outs)
+        from .vulkan import runtime
+        key = key + (runtime.get().dev.profile,)
+        stats["flushes"] += 1
+        try:
+            _run(key, order, leaves, outs, mixed)
+        except BaseException as e:
+            # what did not run waits again (its arrays are still alive): a later read
+            # retries it, and the error is raised here, at the operator or the read
+            for x in arrays:
+                if x._lazy is not None and x._lazy.buf is None:
+                    _pending[id(x)] = weakref.ref(x)
+            x = None
+            if not isinstance(e, MemoryError):
+                raise
+            # an out-of-memory error is caught and survived: its traceback must not hold
+            # this flush's arrays and records (their buffers) in its frames
+            del arrays, outs, order, leaves
+            raise e.with_traceback(None)
+        for r in order:
+            r.args = ()
+
+
+def _run(key, order: list, leaves: list, outs: list, mixed: bool) -> None:
+    c = _programs.get(key)
+    # a cached program keeps its planned intermediates: only small graphs get one (for
+    # large arrays the device's work dominates the operators' host cost anyway)
+    small = sum(r.node.size * r.node.dtype.itemsize for r in order) <= MAX_PENDING_BYTES
+    if c is None and key in _seen and len(order) > 1 and not mixed and small:
+        c = _compile(order, outs)
+        _programs[key] = c
+        stats["compiled"] += 1
+        while len(_programs) > PROGRAMS_KEPT:
+            _programs.popitem(last=False)
+    if c is not None:
+        _programs.move_to_end(key)
+        _replay(c, order, leaves, outs)
+        stats["replayed"] += 1
+    else:
+        _seen[key] = None
+        while len(_seen) > 4 * PROGRAMS_KEPT:
+            _seen.popitem(last=False)
+        _step(order, outs)
+        stats["stepped"] += 1
+
+
+def _compile(order: list, outs: list):
+    """A Compiled program of the records' graph: the placeholder Inputs (in the order
+    `_walk` lists leaves) are its inputs."""
+    from .vulkan.compiled import Compiled
+    placeholders = []
+    for r in order:
+        for a, i in zip(r.args, r.node.inputs):
+            if not (type(a) is Pending and a.buf is None):
+                placeholders.append(i)
+    c = Compiled(Graph(placeholders, [r.node for r in outs]))
+    # an out-of-memory error names the operators, as an eager operator's does
+    c.what = ", ".join(dict.fromkeys(r.node.op.value for r in order))
+    return c
+
+
+def _replay(c, order: list, leaves: list, outs: list) -> None:
+    bufs = c.run(leaves)
+    for r, b, node in zip(outs, bufs, c.exec_graph.outputs):
+        if b is None:
+            if node.op is OpKind.Const:
+                b = node.attrs["value"]._buf
+            else:
+                b = leaves[c.input_pos[node.id]]
+        r.buf = b
+    # records inside the program that are not results have no buffer: only dead
+    # arrays held them, and nothing reads them again
+
+
+def _step(order: list, outs: list) -> None:
+    """Run the records one by one through the single-operator programs, dropping each
+    intermediate result (no alive array holds it) after its last use, as eager code does."""
+    from .array import Array, _eager
+    last = {}
+    for j, r in enumerate(order):
+        for a in r.args:
+            if type(a) is Pending:
+                last[id(a)] = j
+    keep = {id(r) for r in outs}
+    for j, r in enumerate(order):
+        operands = []
+        for a, i in zip(r.args, r.node.inputs):
+            b = a.buf if type(a) is Pending else a
+            operands.append(Array._concrete(b, i.shape, i.dtype))
+        r.buf = _eager(r.node.op, operands, r.attrs)._buf
+        del operands
+        for a in r.args:
+            if type(a) is Pending and last.get(id(a)) == j and id(a) not in keep:
+                a.buf = None
+
+
+def realize(rec: Pending):
+    """The buffer of record rec, flushing the pending records first if it has none."""
+    if rec.buf is None:
+        flush()
+        if rec.buf is None:         # not reachable from a registered array: run it alone
+            if rec.node.inputs and not rec.args:
+                raise RuntimeError(f"vkml.lazy: {rec.node.op.value} was dropped by a flush while an "
+                                   f"array still held it (an array not registered with `adopt`)")
+            with _lock:
+                order, _, _, _ = _walk([rec])
+                _step(order, [rec])
+                for r in order:
+                    r.args = ()
+    return rec.buf
