@@ -81,6 +81,8 @@ class _Part:
 
 
 def _part(ds) -> _Part | None:
+    if not isinstance(ds, Dispatch):      # a Loop keeps its place
+        return None
     p: Program = ds.kernel.program
     if not p.mergeable or sum(v.nbytes for v in ds.views) > MAX_BYTES:
         return None
