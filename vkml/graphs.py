@@ -16,6 +16,7 @@ from .array import Array, bind
 from .trace import tracer
 from .trace.graph import Graph, Node
 from .trace.ops import OpKind
+from .transforms.control import prune_scans
 from .transforms.simplify import simplify
 from .tree_util import tree_flatten, tree_unflatten
 from .vulkan import runtime
@@ -43,7 +44,9 @@ def for_execution(graph: Graph) -> Graph:
     >>> [n.op.value for n in for_execution(g).nodes]
     ['Input', 'Const', 'Mul']
     """
-    return simplify(graph, for_execution=True, constant=_constant)
+    g = simplify(graph, for_execution=True, constant=_constant)
+    # loops: results nothing reads dropped, bodies made ready to run the same way
+    return prune_scans(g, for_execution)
 
 
 def execute(graph: Graph, args: Sequence[Array]) -> list[Array]:
