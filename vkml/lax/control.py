@@ -316,6 +316,10 @@ def _branches(who: str, fns: Sequence[Callable], operands: tuple, labels: Sequen
     for fn in fns:
         leaves, tree = tree_flatten(fn(*operands))
         outs.append((tree, [vnp.asarray(l) for l in leaves]))
+    if who == "cond":     # JAX's order of the names (the branches are [false_fun, true_fun])
+        _check_same(who, "true_fun and false_fun output", outs[1][0], outs[1][1], outs[0][0], outs[0][1],
+                    ("true_fun", "false_fun"))
+        return outs
     for (tree, leaves), label in zip(outs[1:], labels[1:]):
         _check_same(who, f"{labels[0]} and {label} output", outs[0][0], outs[0][1], tree, leaves,
                     (labels[0], label))
