@@ -191,36 +191,62 @@ class Recording:
         every = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
         region = ffi.new("VkBufferCopy*")
 
+        hazards: dict[int, list] = {}      # per item list: barriers_before, computed once
+
+        def plain(cs):
+            return [(src.vkbuf, dst.vkbuf, src.offset, dst.offset, ss, dd, dd or dst.nbytes)
+                    for src, dst, ss, dd in cs]
+
         def copies(cs, i):
-            for src, dst, ss, ds_ in cs:
-                region.srcOffset, region.dstOffset, region.size = src.offset + i * ss, dst.offset + i * ds_, dst.nbytes if not ds_ else ds_
-                lib.vkCmdCopyBuffer(cb, src.vkbuf, dst.vkbuf, 1, region)
+            for sb, db, so, do, ss, dd, n in cs:
+                region.srcOffset, region.dstOffset, region.size = so + i * ss, do + i * dd, n
+                lib.vkCmdCopyBuffer(cb, sb, db, 1, region)
 
         def full():
             lib.vkCmdPipelineBarrier(cb, every, every, 0, 1, barrier, 0, null, 0, null)
             self.barriers += 1
 
+        def overlap(a, b):
+            return a.region == b.region and a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
+
         def loop(lp: Loop, stamp: bool) -> None:
+            """before; then per step: pre copies, the body, post copies. A step's post
+            copies and the next step's pre copies share one barrier interval unless a
+            pre copy reads what a post copy writes (a carry saved as a step output)."""
             zero = [v for ds in flat(lp.body) for v in ds.zero]
-            full()
-            copies(lp.before, 0)
-            for t in range(lp.length):
-                i = lp.length - 1 - t if lp.reverse else t
-                full()
+            split = any(overlap(a, b) for p_ in lp.pre for q in lp.post
+                        for a, b in ((p_[0], q[1]), (p_[1], q[0]), (p_[1], q[1])))
+            pre, post, T = plain(lp.pre), plain(lp.post), lp.length
+            step = (lambda t: T - 1 - t) if lp.reverse else (lambda t: t)
+
+            def start(t):
                 for v in zero:
                     lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
-                copies(lp.pre, i)
+                copies(pre, step(t))
+            full()
+            copies(plain(lp.before), 0)
+            if T:
+                full()
+                start(0)
+            for t in range(T):
                 full()
                 emit(lp.body, stamp and t == 0)
                 full()
-                copies(lp.post, i)
+                copies(post, step(t))
+                if t + 1 < T:
+                    if split:
+                        full()
+                    start(t + 1)
             full()
             for v in zero:          # counters left as later dispatches expect them
                 lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
             full()
 
         def emit(items: list, stamp: bool) -> None:
-            for ds, hazard in zip(items, barriers_before(items)):
+            hz = hazards.get(id(items))
+            if hz is None:
+                hz = hazards[id(items)] = barriers_before(items)
+            for ds, hazard in zip(items, hz):
                 if isinstance(ds, Loop):
                     loop(ds, stamp)
                     continue
