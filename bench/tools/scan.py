@@ -91,18 +91,22 @@ def np_loop(p, xs, ys):
     return (((np.stack(hs) @ p["w_out"] + p["b_out"]) - ys) ** 2).mean()
 
 
-def first_call(framework: str, T: int, batch: int, hidden: int, grad: bool) -> float:
-    """Seconds of the first call (trace, compile, record, run) in this fresh process."""
+def first_call(framework: str, T: int, batch: int, hidden: int, grad: bool) -> tuple[float, float]:
+    """Seconds of the first call (trace, compile, record, run) in this fresh process, and
+    of the second (the run alone)."""
     f, asarray, block = (vkml_fns if framework == "vkml" else jax_fns)(grad)
     p, xs, ys = data(T, batch, hidden)
     args = ({k: asarray(v) for k, v in p.items()}, asarray(xs), asarray(ys))
     block(args[1] * 1)          # the device (and the framework) up before the clock
     t0 = time.perf_counter()
     block(f(*args))
-    return time.perf_counter() - t0
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    block(f(*args))
+    return first, time.perf_counter() - t0
 
 
-def _child(framework: str, T: int, a) -> float:
+def _child(framework: str, T: int, a) -> tuple[float, float]:
     cmd = [sys.executable, __file__, "--child", framework, str(T), "--batch", str(a.batch),
            "--hidden", str(a.hidden)] + (["--grad"] if a.grad else [])
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True).stdout
@@ -142,10 +146,12 @@ def main() -> None:
         for fw in frameworks:
             for T in a.lengths:                # warm the on-disk caches (kernel shapes
                 _child(fw, T, a)               # outside the loop depend on T)
-            times = {T: _child(fw, T, a) for T in a.lengths}
+            both = {T: _child(fw, T, a) for T in a.lengths}
+            times = {T: f for T, (f, _) in both.items()}
             t0 = times[a.lengths[0]]
             print(f"first call {fw:5s}: " + ", ".join(f"T={T} {s:.3f} s" for T, s in times.items())
-                  + f"  (T={a.lengths[-1]} / T={a.lengths[0]}: {times[a.lengths[-1]] / t0:.2f}x)")
+                  + f"  (T={a.lengths[-1]} / T={a.lengths[0]}: {times[a.lengths[-1]] / t0:.2f}x);"
+                  + " first minus second call: " + ", ".join(f"T={T} {f - s:.3f} s" for T, (f, s) in both.items()))
     from bench.timing import best_time
     for T in a.lengths:
         p, xs, ys = data(T, a.batch, a.hidden)

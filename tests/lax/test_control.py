@@ -261,3 +261,12 @@ def test_jax_errors():
         lax.switch(0, [lambda x: x, lambda x: x[:1]], vnp.ones(2))
     with pytest.raises(ValueError, match="same size along axis"):
         lax.associative_scan(lambda a, b: a, (vnp.ones(2), vnp.ones(3)))
+
+
+def test_checkpoint_around_a_scan_and_the_profile_of_a_loop():
+    f = lambda W: loss_scan(W, *ARGS[1:])  # noqa: E731
+    g = vkml.grad(vkml.checkpoint(f))(ARGS[0])
+    np.testing.assert_allclose(np.asarray(g), np.asarray(vkml.grad(f)(ARGS[0])), rtol=1e-13)
+    jf = vkml.jit(lambda xs: lax.scan(lambda c, x: (c + x, c), ARGS[2], xs))
+    names = [n for n, s in jf.profile(ARGS[1])]
+    assert names and all(s >= 0 for _, s in jf.profile(ARGS[1][:0]))

@@ -225,6 +225,9 @@ class Recording:
                 copies(pre, step(t))
             full()
             copies(plain(lp.before), 0)
+            if profile and stamp and not T:     # a loop of no steps: its kernels take no time
+                for ds in flat(lp.body):
+                    lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, index[id(ds)] + 1)
             if T:
                 full()
                 start(0)
