@@ -1,7 +1,7 @@
 """vkml.lax.scan beside jax.lax.scan (and a NumPy loop): a jitted LSTM (hidden 128, batch
 32) over T steps, and the planned memory of a gradient through a checkpointed scan.
 
-    python bench/tools/scan.py [--hidden 128] [--batch 32] [--lengths 50 500] [--grad]
+    python bench/tools/scan.py [--hidden 128] [--batch 32] [--lengths 50 500] [--grad] [--unrolled]
 
 1. first call: a fresh process per framework and T traces, compiles and runs the jitted
    forward pass (and with --grad the value_and_grad) once; the on-disk kernel caches are
@@ -43,10 +43,15 @@ def data(T: int, batch: int, hidden: int, n_in: int = 32):
     return p, xs, ys
 
 
-def vkml_fns(grad: bool):
+def vkml_fns(grad: bool, unrolled: bool = False):
     import vkml
     import vkml.numpy as vnp
     import lstm_scan
+    if unrolled:      # the recurrence as a Python loop: T copies of the cell in the graph
+        def loss(p, xs, ys):
+            return (((lstm_scan.lstm_unrolled(p, xs) @ p["w_out"] + p["b_out"]) - ys) ** 2).mean()
+        f = vkml.jit(vkml.value_and_grad(loss) if grad else loss)
+        return f, vnp.asarray, (lambda r: r[0].block_until_ready()) if grad else (lambda r: r.block_until_ready())
     if grad:
         f = vkml.jit(vkml.value_and_grad(lstm_scan.loss))
         return f, vnp.asarray, lambda r: r[0].block_until_ready()
@@ -94,7 +99,7 @@ def np_loop(p, xs, ys):
 def first_call(framework: str, T: int, batch: int, hidden: int, grad: bool) -> tuple[float, float]:
     """Seconds of the first call (trace, compile, record, run) in this fresh process, and
     of the second (the run alone)."""
-    f, asarray, block = (vkml_fns if framework == "vkml" else jax_fns)(grad)
+    f, asarray, block = (jax_fns(grad) if framework == "jax" else vkml_fns(grad, framework == "unrolled"))
     p, xs, ys = data(T, batch, hidden)
     args = ({k: asarray(v) for k, v in p.items()}, asarray(xs), asarray(ys))
     block(args[1] * 1)          # the device (and the framework) up before the clock
@@ -131,6 +136,8 @@ def main() -> None:
     ap.add_argument("--grad", action="store_true", help="value_and_grad instead of the forward pass")
     ap.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--no-first", action="store_true", help="skip the first-call processes")
+    ap.add_argument("--unrolled", action="store_true",
+                    help="also the first call of vkml's Python-loop LSTM at the first length")
     a = ap.parse_args()
     if a.child:
         print(json.dumps({"s": first_call(a.child[0], int(a.child[1]), a.batch, a.hidden, a.grad)}))
@@ -152,6 +159,11 @@ def main() -> None:
             print(f"first call {fw:5s}: " + ", ".join(f"T={T} {s:.3f} s" for T, s in times.items())
                   + f"  (T={a.lengths[-1]} / T={a.lengths[0]}: {times[a.lengths[-1]] / t0:.2f}x);"
                   + " first minus second call: " + ", ".join(f"T={T} {f - s:.3f} s" for T, (f, s) in both.items()))
+    if a.unrolled:
+        T = a.lengths[0]
+        _child("unrolled", T, a)
+        f, s = _child("unrolled", T, a)
+        print(f"first call vkml, the recurrence a Python loop: T={T} {f:.3f} s (second call {s:.3f} s)")
     from bench.timing import best_time
     for T in a.lengths:
         p, xs, ys = data(T, a.batch, a.hidden)
