@@ -99,12 +99,12 @@ def call_graph(graph: Graph, args: Sequence[Array]) -> list[Array]:
     return execute(graph, args)
 
 
-def trace_flat(f: Callable, args: Sequence, tag=None):
+def trace_flat(f: Callable, args: Sequence, tag=None, known: bool = False):
     """Trace f(*args) with every array leaf as an input.
 
     Returns (graph, out_treedef, captured, leaves): the graph's inputs are the flattened
     args in order (`leaves`, as arrays), then one input per captured outer value (listed
-    in `captured`).
+    in `captured`). known: the trace may read the values of concrete args (`Trace.values`).
 
     >>> import vkml.numpy as vnp
     >>> y = vnp.ones(2)
@@ -115,6 +115,13 @@ def trace_flat(f: Callable, args: Sequence, tag=None):
     leaves, treedef = tree_flatten(list(args))
     leaves = [vnp.asarray(l) for l in leaves]
     with tracer.Trace(tag) as t:
+        if known:
+            # a transform whose graph serves these argument values only (grad, jvp, vjp;
+            # not jit, whose program serves any values of their types): what must be
+            # known while tracing, such as a while_loop's trip count, may be computed
+            # from them (`vkml.lax.control._peek`; values traced in turn, by a nested
+            # grad, are computed from the enclosing transform's, where it knows them)
+            t.values = leaves
         tr = [Array._traced(t, t.new_input(l.shape, l.dtype)) for l in leaves]
         out = f(*tree_unflatten(treedef, tr))
         out_leaves, out_tree = tree_flatten(out)

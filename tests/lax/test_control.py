@@ -270,3 +270,28 @@ def test_checkpoint_around_a_scan_and_the_profile_of_a_loop():
     jf = vkml.jit(lambda xs: lax.scan(lambda c, x: (c + x, c), ARGS[2], xs))
     names = [n for n, s in jf.profile(ARGS[1])]
     assert names and all(s >= 0 for _, s in jf.profile(ARGS[1][:0]))
+
+
+def test_while_loop_differentiates_under_grad_and_jvp():
+    def f(x, w):
+        c = lax.while_loop(lambda c: c[0] < 10.0, lambda c: (c[0] * 1.5 + w, c[1] + 1), (x, vnp.asarray(0)))
+        return c[0] * c[1].astype(F64)
+
+    def ref(x, w):
+        n = 0
+        while x < 10.0:
+            x, n = x * 1.5 + w, n + 1
+        return x * n
+    x, w = vnp.asarray(1.0, F64), vnp.asarray(0.3, F64)
+    assert float(f(x, w)) == ref(1.0, 0.3)
+    e = 1e-6
+    dx = (ref(1.0 + e, 0.3) - ref(1.0 - e, 0.3)) / (2 * e)
+    dw = (ref(1.0, 0.3 + e) - ref(1.0, 0.3 - e)) / (2 * e)
+    y, t = vkml.jvp(f, (x, w), (vnp.asarray(1.0, F64), vnp.asarray(0.0, F64)))
+    np.testing.assert_allclose(float(t), dx, rtol=1e-7)
+    g = vkml.grad(f, argnums=(0, 1))(x, w)
+    np.testing.assert_allclose([float(g[0]), float(g[1])], [dx, dw], rtol=1e-7)
+    # nested: the trip count from the outer gradient's values
+    h = vkml.grad(lambda x: vkml.grad(lambda x: f(x, w) ** 2)(x))(x)
+    # 5 steps: f = 5 x_5 with x_5 = 1.5 ** 5 x + b, so (f ** 2)'' = 2 (5 * 1.5 ** 5) ** 2
+    np.testing.assert_allclose(float(h), 2 * (5 * 1.5 ** 5) ** 2, rtol=1e-12)

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import numpy as vnp
 from ..array import Array, bind
-from ..graphs import call_graph, trace_flat
+from ..graphs import call_graph, execute, trace_flat
 from ..trace import control as tc
 from ..trace import dtypes as dt
 from ..trace import tracer
@@ -65,7 +65,8 @@ def _check_same(who: str, what: str, tree_a, leaves_a, tree_b, leaves_b, names=(
                             f"{_aval(a)} and the {names[1]} is {_aval(b)}")
 
 
-def _trace_body(who: str, f: Callable, carry_tree, carry: list, x_tree, xs: list, pair=True):
+def _trace_body(who: str, f: Callable, carry_tree, carry: list, x_tree, xs: list, pair=True,
+                what: str = "body function carry output and input"):
     """f(carry, x) traced once on stand-ins: (body Graph, constants it closes over, the
     output tree of its step outputs). Checks that f returns (carry, y) with the carry's
     types unchanged."""
@@ -82,7 +83,7 @@ def _trace_body(who: str, f: Callable, carry_tree, carry: list, x_tree, xs: list
             new_c, y = out, None
         c_leaves, c_tree = tree_flatten(new_c)
         c_leaves = [vnp.asarray(c) for c in c_leaves]
-        _check_same(who, "body function carry output and input", carry_tree, carry, c_tree, c_leaves)
+        _check_same(who, what, carry_tree, carry, c_tree, c_leaves)
         y_leaves, y_tree = tree_flatten(y)
         y_leaves = [vnp.asarray(v) for v in y_leaves]
         nodes = [t.lift(v) for v in c_leaves + y_leaves]
@@ -257,8 +258,12 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     while cond_fun holds (so extra steps leave the value as it is), then reads the
     predicate; k starts at 1 and doubles up to WHILE_CHUNK_MAX, so a loop of n steps
     costs about log2(n) + n / 32 readbacks and at most as many idle steps as it ran.
-    Under jit, grad, jvp or vmap (a traced value) it raises: use fori_loop or scan with
-    a static length there.
+    Under grad, jvp and vjp (whose traces know their arguments' values) the trip count n
+    is computed first, from those values, and the loop becomes a scan of n steps, so it
+    differentiates in forward mode and, unlike JAX's, in reverse mode too (the trip
+    count is piecewise constant: the derivative is that of its n steps). Under jit and
+    vmap (a program for any values) it raises: use fori_loop or scan with a static
+    length there.
 
     >>> import vkml.numpy as vnp
     >>> float(while_loop(lambda x: x < 10.0, lambda x: x * 2.0, vnp.asarray(1.0)))
@@ -268,12 +273,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     leaves, tree = tree_flatten(init_val)
     leaves = [vnp.asarray(l) for l in leaves]
     if _traced(leaves):
-        raise NotImplementedError(
-            "while_loop: the loop's value is traced (inside jit, grad, jvp, vmap or another loop), "
-            "and vkml's while_loop needs concrete values: its trip count is read back from the "
-            "device. Use fori_loop with static bounds or scan with a static length there "
-            "(both differentiate in forward and reverse mode), or call while_loop outside the "
-            "transform.")
+        return _traced_while(cond_fun, body_fun, tree, leaves)
     val = tree_unflatten(tree, leaves)
     g = trace_flat(lambda v: (cond_fun(v), body_fun(v)), [val])[0]
     p = g.outputs[0]
@@ -299,6 +299,70 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         go = bool(go)
         k = min(2 * k, WHILE_CHUNK_MAX)
     return val
+
+
+def _peek(arrays: Sequence) -> list | None:
+    """Concrete values of arrays traced in transforms that know their arguments' values
+    (`graphs.trace_flat(known=True)`: grad, jvp, vjp), computed from those values; None
+    where one was traced by a transform that does not (jit, vmap)."""
+    out: list = list(arrays)
+    by_trace: dict[int, tuple] = {}
+    for k, a in enumerate(arrays):
+        t = getattr(a, "_trace", None)
+        if t is not None:
+            by_trace.setdefault(id(t), (t, []))[1].append(k)
+    for t, ks in by_trace.values():
+        vals = getattr(t, "values", None)
+        if vals is None or len(t.inputs) != len(vals) + len(t.captured):
+            return None
+        vals = _peek(vals)
+        if vals is None:
+            return None
+        caps = _peek(t.captured) if t.captured else []
+        if caps is None:
+            return None
+        g = Graph(t.inputs, [arrays[k]._node for k in ks])
+        with tracer.suspended():
+            res = execute(g, list(vals) + caps)
+        for k, r in zip(ks, res):
+            out[k] = r
+    return out
+
+
+def _traced_while(cond_fun, body_fun, tree, leaves):
+    """while_loop on traced values: a scan of the trip count the known values give."""
+    from ..array import run_compiled
+    from ..graphs import for_execution
+    from ..vulkan.compiled import Compiled
+    none = tree_flatten(None)[1]
+    body, b_consts, _ = _trace_body("while_loop", lambda c, _: (body_fun(c), None), tree, leaves, none, [],
+                                    what="body_fun output and input")
+    cg, c_consts, _ = _trace_body("while_loop", lambda c, _: (c, cond_fun(c)), tree, leaves, none, [],
+                                  what="body_fun output and input")
+    pred = cg.outputs[-1]
+    if tuple(pred.shape) != () or pred.dtype != dt.bool_:
+        raise TypeError(f"while_loop: cond_fun must return a boolean scalar, but got output type "
+                        f"{pred.dtype}{list(pred.shape)}")
+    known = _peek(leaves + b_consts + c_consts)
+    if known is None:
+        raise NotImplementedError(
+            "while_loop: the loop's value is traced by jit or vmap (a program for any values), "
+            "and vkml's while_loop needs its trip count: it reads its predicate back from the "
+            "device. Use fori_loop with static bounds or scan with a static length there (both "
+            "differentiate in forward and reverse mode), or call while_loop outside jit/vmap "
+            "(under grad, jvp and vjp it works: their traces know the values).")
+    nk = len(leaves)
+    v, bc = known[:nk], known[nk:nk + len(b_consts)]
+    cc = known[nk + len(b_consts):]
+    with tracer.suspended():
+        step = Compiled(for_execution(Graph(body.inputs, body.outputs[:nk])))
+        test = Compiled(for_execution(Graph(cg.inputs, [pred])))
+        n = 0
+        while bool(run_compiled(test, cc + v)[0].item()):
+            v = run_compiled(step, bc + v)
+            n += 1
+    carry, _ = _loop(body, b_consts, leaves, [], n, False, 1, None)
+    return tree_unflatten(tree, carry)
 
 
 def _pred(who: str, pred) -> Array:
