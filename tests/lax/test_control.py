@@ -295,3 +295,17 @@ def test_while_loop_differentiates_under_grad_and_jvp():
     h = vkml.grad(lambda x: vkml.grad(lambda x: f(x, w) ** 2)(x))(x)
     # 5 steps: f = 5 x_5 with x_5 = 1.5 ** 5 x + b, so (f ** 2)'' = 2 (5 * 1.5 ** 5) ** 2
     np.testing.assert_allclose(float(h), 2 * (5 * 1.5 ** 5) ** 2, rtol=1e-12)
+
+
+def test_unroll_puts_that_many_steps_in_one_loop_iteration():
+    from vkml.trace.ops import OpKind
+
+    def scans(u):
+        g = vkml.make_graph(lambda xs: lax.scan(lambda h, x: (cell(ARGS[0], h, x), h), ARGS[2], xs,
+                                                unroll=u), ARGS[1])
+        return [(n.attrs["length"], sum(m.op is OpKind.MatMul for m in n.attrs["body"].nodes))
+                for n in g.nodes if n.op is OpKind.Scan]
+    assert scans(1) == [(T, 1)]
+    assert scans(3) == [(2, 3)]                  # 6 steps: two iterations of three
+    assert scans(4) == [(1, 4), (2, 1)]          # one of four, then the remaining two
+    assert scans(True) == [(1, T)]
