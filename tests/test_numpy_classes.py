@@ -591,6 +591,8 @@ OP_EXCLUDED = {
     OpKind.MaxPool2d: "NCHW windows: no 0-d form; shapes in tests/ops/cases_window.py",
     OpKind.MaxPool2dBackward: "NCHW windows: no 0-d form; shapes in tests/ops/cases_window.py",
     OpKind.SliceBackward: "the adjoint of Slice, made by its gradient rule only",
+    OpKind.Scan: "a loop over a traced body: vkml.lax.scan, tests/lax/test_control.py",
+    OpKind.Part: "a result of a Scan: vkml.lax.scan, tests/lax/test_control.py",
     OpKind.ArgSort: "needs its axis and order attributes: 0-d and size-0 through vnp.argsort "
                     "in tests/test_numpy_sorting.py, size-0 kernel cases in tests/ops/cases_sort.py",
 }

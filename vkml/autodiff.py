@@ -164,7 +164,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
     def wrapped(*args, **kwargs):
         fn, dyn, idx = _dyn_args("grad", f, args, kwargs, argnums)
         with _inner():
-            graph, out_tree, captured, leaves = trace_flat(fn, dyn)
+            graph, out_tree, captured, leaves = trace_flat(fn, dyn, known=True)
         if has_aux:
             if out_tree.kind is not tuple or len(out_tree.children) != 2:
                 raise TypeError("grad(has_aux=True): f must return a pair (output, aux)")
@@ -233,7 +233,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     [3.0, 6.0]
     """
     with _inner():
-        graph, out_tree, captured, leaves = trace_flat(f, primals)
+        graph, out_tree, captured, leaves = trace_flat(f, primals, known=True)
     n_main = out_tree.children[0].num_leaves if has_aux else out_tree.num_leaves
     outs = call_graph(simplify(graph), leaves + captured)
     sl = _arg_slices(primals)
@@ -298,7 +298,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
-    graph, out_tree, captured, leaves = trace_flat(f, primals)
+    graph, out_tree, captured, leaves = trace_flat(f, primals, known=True)
     t_leaves, t_tree = tree_flatten(list(tangents))
     p_tree = tree_flatten(list(primals))[1]
     if t_tree != p_tree:
@@ -356,7 +356,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         fn, dyn, idx = _dyn_args("jacrev", f, args, kwargs, argnums)
-        graph, out_tree, captured, leaves = trace_flat(fn, dyn)
+        graph, out_tree, captured, leaves = trace_flat(fn, dyn, known=True)
         n_main = out_tree.children[0].num_leaves if has_aux else out_tree.num_leaves
         sl = _arg_slices(dyn)
         wrt = list(graph.inputs[:len(leaves)])
@@ -414,7 +414,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         fn, dyn, idx = _dyn_args("jacfwd", f, args, kwargs, argnums)
-        graph, out_tree, captured, leaves = trace_flat(fn, dyn)
+        graph, out_tree, captured, leaves = trace_flat(fn, dyn, known=True)
         sl = _arg_slices(dyn)
         wrt = list(graph.inputs[:len(leaves)])
         roots = list(graph.outputs)

@@ -16,6 +16,7 @@ from .array import Array, bind
 from .trace import tracer
 from .trace.graph import Graph, Node
 from .trace.ops import OpKind
+from .transforms.control import prune_scans
 from .transforms.simplify import simplify
 from .tree_util import tree_flatten, tree_unflatten
 from .vulkan import runtime
@@ -43,7 +44,9 @@ def for_execution(graph: Graph) -> Graph:
     >>> [n.op.value for n in for_execution(g).nodes]
     ['Input', 'Const', 'Mul']
     """
-    return simplify(graph, for_execution=True, constant=_constant)
+    g = simplify(graph, for_execution=True, constant=_constant)
+    # loops: results nothing reads dropped, bodies made ready to run the same way
+    return prune_scans(g, for_execution)
 
 
 def execute(graph: Graph, args: Sequence[Array]) -> list[Array]:
@@ -96,12 +99,12 @@ def call_graph(graph: Graph, args: Sequence[Array]) -> list[Array]:
     return execute(graph, args)
 
 
-def trace_flat(f: Callable, args: Sequence, tag=None):
+def trace_flat(f: Callable, args: Sequence, tag=None, known: bool = False):
     """Trace f(*args) with every array leaf as an input.
 
     Returns (graph, out_treedef, captured, leaves): the graph's inputs are the flattened
     args in order (`leaves`, as arrays), then one input per captured outer value (listed
-    in `captured`).
+    in `captured`). known: the trace may read the values of concrete args (`Trace.values`).
 
     >>> import vkml.numpy as vnp
     >>> y = vnp.ones(2)
@@ -112,6 +115,13 @@ def trace_flat(f: Callable, args: Sequence, tag=None):
     leaves, treedef = tree_flatten(list(args))
     leaves = [vnp.asarray(l) for l in leaves]
     with tracer.Trace(tag) as t:
+        if known:
+            # a transform whose graph serves these argument values only (grad, jvp, vjp;
+            # not jit, whose program serves any values of their types): what must be
+            # known while tracing, such as a while_loop's trip count, may be computed
+            # from them (`vkml.lax.control._peek`; values traced in turn, by a nested
+            # grad, are computed from the enclosing transform's, where it knows them)
+            t.values = leaves
         tr = [Array._traced(t, t.new_input(l.shape, l.dtype)) for l in leaves]
         out = f(*tree_unflatten(treedef, tr))
         out_leaves, out_tree = tree_flatten(out)

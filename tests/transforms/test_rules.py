@@ -113,7 +113,16 @@ CASES = {
     K.Col2Im: (lambda c: bind(K.Col2Im, [c * c], output_size=(3, 3), **W), [a(1, 8, 8)]),
     K.MaxPool2d: (lambda x: bind(K.MaxPool2d, [x], kernel=(2, 2), stride=(1, 1), padding=(0, 0), dilation=(1, 1)) ** 2, [POOL_X]),
     K.MaxPool2dBackward: (lambda g: bind(K.MaxPool2dBackward, [POOL_X, g * g], kernel=(2, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 1)), [a(2, 2, 3, 3)]),
+    # a loop of three steps: carries and stacked outputs (the Parts) both differentiated
+    K.Scan: (lambda w, xs: _scan_loss(w, xs), [a(3), a(3, 3)]),
+    K.Part: (lambda w, xs: _scan_loss(w, xs, 1), [a(3), a(3, 3)]),
 }
+
+
+def _scan_loss(w, xs, which=0):
+    from vkml import lax
+    c, ys = lax.scan(lambda c, x: (vnp.sin(c * w + x), c * x), (w * w), xs)
+    return [c, ys][which]
 
 
 def test_rules_match_registry():

@@ -49,6 +49,11 @@ W2 = dict(kernel=(2, 2), stride=(1, 1), padding=(1, 0), dilation=(1, 1))
 CONST = vnp.asarray(np.array([0.5, -1.0, 2.0], F32))
 IDX = np.array([2, 0, -1, 2, 7], I32)         # negative and out-of-range (clamped) entries
 
+def _scan(c, xs, w=None):
+    from vkml import lax
+    return lax.scan(lambda c, x: (c * 2 + (x if w is None else x * w), c - x), c, xs)
+
+
 CASES: dict[K, list[Case]] = {
     # leaves: never batched themselves, combined with mapped values
     K.Input: [Case(lambda x: x, [a(B, 3)]), Case(lambda x, y: y, [a(B, 2), a(4)], (0, None))],
@@ -130,6 +135,12 @@ CASES: dict[K, list[Case]] = {
                        exact=True)],
     K.MaxPool2dBackward: [Case(b(K.MaxPool2dBackward, **W2), [a(1, 2, 4, 3), a(B, 1, 2, 5, 2)], (None, 0)),
                           Case(b(K.MaxPool2dBackward, **W2), [a(B, 2, 1, 4, 3), a(B, 2, 1, 5, 2)])],
+    # a batched carry, batched scanned arrays, or only a batched constant (a closure)
+    K.Scan: [Case(lambda c, xs: _scan(c, xs)[1], [a(B, 2), a(B, 4, 2)]),
+             Case(lambda c, xs: _scan(c, xs)[1], [a(2), a(B, 4, 2)], (None, 0)),
+             Case(lambda w: _scan(vnp.zeros(2), vnp.ones((4, 2)), w)[1], [a(B, 2)])],
+    K.Part: [Case(lambda c, xs: _scan(c, xs)[0], [a(B, 2), a(4, 2)], (0, None)),
+             Case(lambda c, xs: _scan(c, xs)[0], [a(B, 2, dtype=I32), a(B, 4, 2, dtype=I32)], exact=True)],
 }
 
 # elementwise: the same op with one more axis; mixed ranks must broadcast per example

@@ -69,7 +69,8 @@ class Node:
         return self._key
 
     def __repr__(self) -> str:
-        a = ", ".join(f"{k}={v}" for k, v in self.attrs.items() if k not in ("value",))
+        a = ", ".join(f"{k}={v}" if k != "body" else f"body=<{len(v.nodes)} nodes>"
+                      for k, v in self.attrs.items() if k not in ("value",))
         ins = ", ".join(f"%{i.id}" for i in self.inputs)
         return f"%{self.id} = {self.op.value}({ins}{', ' if ins and a else ''}{a}) : {self.dtype}{list(self.shape)}"
 

@@ -52,6 +52,8 @@ class OpKind(enum.Enum):
     CheckIndex = "CheckIndex"; ScatterReduce = "ScatterReduce"
     # normalised exponentials
     Softmax = "Softmax"; LogSoftmax = "LogSoftmax"
+    # control flow: a loop over a traced body subgraph, and one of its several results
+    Scan = "Scan"; Part = "Part"
 
 
 class Grad(enum.Enum):
@@ -787,6 +789,78 @@ _declare(OpKind.SliceBackward, arity=1, attrs=("shape", "starts", "stops", "step
          doc="Place the input at the sliced positions of zeros of `shape` (adjoint of Slice).",
          family="movement")
 
+# --------------------------------------------------------------------------- control flow
+# A Scan holds its body as a Graph (attribute `body`) whose inputs are the loop's
+# constants, then its carries, then one step's slices of the scanned arrays, and whose
+# outputs are the new carries, then one step's outputs. The node itself is a token (a
+# bool array of shape (0,)); its results are Part nodes: the final carries, then each
+# step output stacked along a new leading axis of `length`. Being one node whatever the
+# trip count, a loop costs the tracer, the transforms and the lowering one body.
+
+TOKEN_SHAPE = (0,)
+
+
+def scan_outputs(body, n_carry: int, length: int) -> list[tuple[tuple, np.dtype]]:
+    """(shape, dtype) of each result of a Scan: its carries, then its stacked outputs."""
+    outs = [(tuple(o.shape), np.dtype(o.dtype)) for o in body.outputs]
+    return outs[:n_carry] + [((length,) + s, d) for s, d in outs[n_carry:]]
+
+
+def _avals(nodes) -> list[tuple[tuple, np.dtype]]:
+    return [(tuple(n.shape), np.dtype(n.dtype)) for n in nodes]
+
+
+def _scan_shape(s, a):
+    body, length, nc, nk = a["body"], a["length"], a["n_consts"], a["n_carry"]
+    if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+        raise ShapeError(f"Scan: length {length!r} must be an int >= 0")
+    ins = _avals(body.inputs)
+    if len(s) != len(ins):
+        raise ShapeError(f"Scan: the body takes {len(ins)} operands, got {len(s)}")
+    outs = _avals(body.outputs)
+    if len(outs) < nk or _avals(body.outputs[:nk]) != ins[nc:nc + nk]:
+        raise ShapeError(f"Scan: body carry output {outs[:nk]} and input {ins[nc:nc + nk]} "
+                         f"must have identical types")
+    for i, (sh, (want, _)) in enumerate(zip(s, ins)):
+        want = want if i < nc + nk else (length,) + want
+        if tuple(sh) != want:
+            raise ShapeError(f"Scan: operand {i} has shape {tuple(sh)}, the body expects {want}")
+    return TOKEN_SHAPE
+
+
+def _scan_dtype(d, a):
+    ins = _avals(a["body"].inputs)
+    for i, (got, (_, want)) in enumerate(zip(d, ins)):
+        if np.dtype(got) != want:
+            raise DTypeError(f"Scan: operand {i} has dtype {np.dtype(got)}, the body expects {want}")
+    return dt.bool_
+
+
+def _part_shape(s, a):
+    if tuple(s[0]) != TOKEN_SHAPE:
+        raise ShapeError(f"Part: operand must be a Scan (shape {TOKEN_SHAPE}), got shape {s[0]}")
+    return _shape_attr("Part", tuple(a["shape"]))
+
+
+_declare(OpKind.Scan, arity=None, attrs=("body", "length", "reverse", "n_consts", "n_carry", "saved"),
+         shape_rule=_scan_shape, dtype_rule=_scan_dtype, dtypes=dt.ALL, kernel="control",
+         grad=Grad.RULE,
+         doc="A loop of `length` steps over the subgraph `body` (traced once): operands are "
+             "`n_consts` constants, `n_carry` initial carries, then arrays scanned along their "
+             "leading axis (last to first when `reverse`). Each step maps (constants, carries, "
+             "slices) to (new carries, step outputs); the results, read through Part, are the "
+             "final carries and the step outputs stacked. Its gradient is a Scan in the other "
+             "direction over the body's gradient, from the carries of every step (which it "
+             "outputs too, for that use); lowered, the body's dispatches are recorded once and "
+             "replayed `length` times in one command buffer. `saved`: its last `n_carry` step "
+             "outputs are the carries each step began from (what its gradient reads; dropped "
+             "before it runs where nothing reads them).", family="control")
+_declare(OpKind.Part, arity=1, attrs=("index", "shape", "dtype"), shape_rule=_part_shape,
+         dtype_rule=lambda d, a: _dtype_attr("Part", a), dtypes=dt.ALL, kernel="control",
+         grad=Grad.RULE,
+         doc="Result `index` of a Scan (its final carries, then its stacked step outputs).",
+         family="control")
+
 # The shape rule of each operator in words (for the generated docs); the functions above
 # are the executable form.
 _SHAPE_WORDS = {
@@ -820,6 +894,8 @@ _SHAPE_OVERRIDES = {
     OpKind.MaxPool2dBackward: "shape of x",
     OpKind.SliceBackward: "`shape` attribute (the sliced array's original shape)",
     OpKind.CheckIndex: "same as the input",
+    OpKind.Scan: "(0,): a token; its results are Part nodes",
+    OpKind.Part: "`shape` attribute (a final carry, or a step output stacked to (length, ...))",
 }
 for _k, _s in SPECS.items():
     _s.extra["shape"] = _SHAPE_OVERRIDES.get(_k) or _SHAPE_WORDS.get(_s.family, "see doc")

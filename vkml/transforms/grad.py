@@ -27,7 +27,7 @@ def _requires(order: list[Node], wrt_ids: set[int]) -> set[int]:
     """Float nodes that depend on a node being differentiated."""
     req = set()
     for n in order:
-        if not dt.is_float(n.dtype):
+        if not dt.is_float(n.dtype) and n.op is not OpKind.Scan:   # a Scan: its Parts' token
             continue
         if n.id in wrt_ids or any(i.id in req for i in n.inputs):
             req.add(n.id)
@@ -68,9 +68,24 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
         if r.id in req:
             give(r, E(s))
     regions = CustomRegions(order)
+    part_ct: dict[int, dict[int, E]] = {}    # Scan id -> {result index: cotangent}
     for n in reversed(order):
         g = ct.get(n.id)
-        if (g is not None and not (n.id in wrt_ids and n.op is OpKind.Input)
+        if n.op is OpKind.Part:
+            # a loop has several results: their cotangents meet at the Scan (all its
+            # Parts come later in the order, so they are complete when it is reached)
+            if g is not None and n.inputs[0].id in req:
+                d = part_ct.setdefault(n.inputs[0].id, {})
+                k = n.attrs["index"]
+                d[k] = g if k not in d else d[k] + g
+        elif n.op is OpKind.Scan:
+            gs = part_ct.pop(n.id, None)
+            if gs:
+                from .control import scan_vjp
+                for inp, c in zip(n.inputs, scan_vjp(n, gs)):
+                    if c is not None and inp.id in req:
+                        give(inp, c)
+        elif (g is not None and not (n.id in wrt_ids and n.op is OpKind.Input)
                 and any(i.id in req for i in n.inputs)
                 and not (regions and regions.is_output(n))):   # custom rule handles those
             sp = SPECS[n.op]

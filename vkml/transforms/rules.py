@@ -211,6 +211,11 @@ def _scatter_reduce(n, g, src, idx):
     return where(valid, gather(g) * others, 0.0), None
 
 
+def _control(n, g, *xs):
+    raise AssertionError(f"{n.op.value}: a loop's cotangents are gathered by the reverse walk "
+                         f"(`grad.backward`) and pulled back by `control.scan_vjp`")
+
+
 RULES = {
     K.Neg: lambda n, g, x: (-g,),
     K.Reciprocal: lambda n, g, x: (-g * E(n) * E(n),),
@@ -279,4 +284,6 @@ RULES = {
     K.Col2Im: _col2im,
     K.MaxPool2d: lambda n, g, x: (op(K.MaxPool2dBackward, x, g, **_window(n)),),
     K.MaxPool2dBackward: _maxpool_backward,
+    K.Scan: _control,     # Scan and Part: see transforms/control.py
+    K.Part: _control,
 }

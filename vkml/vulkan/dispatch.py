@@ -5,7 +5,7 @@ Shared by the lowering (`executor`), horizontal merging (`merge`) and the record
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -48,6 +48,47 @@ class Dispatch:
     writes: tuple         # indices into views that the kernel writes
     groups: int
     zero: tuple = ()      # views the recording fills with zeros first (`merge` counters)
+
+
+@dataclass
+class Loop:
+    """A Scan lowered: `body` (dispatches and inner Loops, recorded once) replayed
+    `length` times in the same command buffer. Per step i (length-1 .. 0 when reverse)
+    the `pre` copies run, then the body, then the `post` copies; a copy is (src, dst,
+    src_stride, dst_stride) in bytes per step, so a copy reaches slice i of a stacked
+    array while the body's own descriptors never change. `before` copies run once first
+    (the initial carries). `views` and `writes` are what the loop reads and writes
+    outside itself (hazards, merging); `held` keeps the body's buffers alive."""
+    body: list
+    length: int
+    reverse: bool
+    before: list
+    pre: list
+    post: list
+    views: list
+    writes: tuple
+    held: list = field(default_factory=list)
+    zero: tuple = ()
+
+    def moved(self, move: Callable[[View], View]) -> "Loop":
+        """The loop with every view (its body's too) replaced by move(view)."""
+        body = [ds.moved(move) if isinstance(ds, Loop) else
+                Dispatch(ds.kernel, ds.meta, [move(v) for v in ds.views], ds.writes, ds.groups,
+                         tuple(move(v) for v in ds.zero)) for ds in self.body]
+        cp = lambda cs: [(move(a), move(b), sa, sb) for a, b, sa, sb in cs]   # noqa: E731
+        return Loop(body, self.length, self.reverse, cp(self.before), cp(self.pre), cp(self.post),
+                    [move(v) for v in self.views], self.writes, self.held)
+
+
+def flat(items: Sequence) -> list:
+    """The dispatches of items in recording order, each loop's body once."""
+    out = []
+    for ds in items:
+        if isinstance(ds, Loop):
+            out += flat(ds.body)
+        else:
+            out.append(ds)
+    return out
 
 
 CHECK_WORDS = 4      # int32 words of one device check: [flag, then what the kernel records]

@@ -27,10 +27,11 @@ import numpy as np
 
 from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
-from ..trace.ops import OpKind, SPECS
+from ..trace.ops import OpKind, SPECS, scan_outputs
+from ..trace.shapes import size_of
 from . import fusion, merge
 from .widen import widen
-from .dispatch import CHECK_WORDS, Check, Dispatch, View, arm, barriers_before, raise_checks, view_of
+from .dispatch import CHECK_WORDS, Check, Dispatch, Loop, View, arm, barriers_before, raise_checks, view_of
 from .kernels import Kernel
 from .lower import elementwise
 from .memory import ALIGN, MAX_ELEMENTS, Buffer
@@ -135,10 +136,22 @@ class Plan:
     input_bytes: int = 0
     groups: list = field(default_factory=list, repr=False)   # the kernel schedule planned over
 
+    loop_bytes: int = 0                              # loop bodies' own arenas, results, slots
+
     @property
     def peak_bytes(self) -> int:
-        """Inputs + outputs + the arena: every device byte the run touches at its peak."""
-        return self.arena_bytes + self.output_bytes + self.input_bytes
+        """Inputs + outputs + the arena (and the loop bodies' memory): every device byte
+        the run touches at its peak."""
+        return self.arena_bytes + self.output_bytes + self.input_bytes + self.loop_bytes
+
+
+def scan_parts(graph: Graph) -> dict[int, dict[int, Node]]:
+    """Scan node id -> {result index: its Part node}."""
+    out: dict[int, dict[int, Node]] = {}
+    for n in graph.nodes:
+        if n.op is OpKind.Part:
+            out.setdefault(n.inputs[0].id, {})[n.attrs["index"]] = n
+    return out
 
 
 def _scratch(g) -> int:
@@ -167,10 +180,13 @@ def plan(graph: Graph, groups: list | None = None, profile=None, chunk: int | No
         if n.op in (OpKind.Input, OpKind.Const) and n.id not in seen_inputs:
             p.input_bytes += _round(_nbytes(n))
             seen_inputs.add(n.id)
+    parts = scan_parts(graph)
     live: list[tuple[int, int, int]] = []   # (offset, size, free_after_step)
     for t, g in enumerate(groups):
         n = g.out
         live = [r for r in live if r[2] >= t]
+        if n.op is OpKind.Part:
+            continue                          # placed with its Scan
 
         def place(size: int, until: int) -> int:
             live.sort()
@@ -188,6 +204,20 @@ def plan(graph: Graph, groups: list | None = None, profile=None, chunk: int | No
             p.arena_bytes = max(p.arena_bytes, off + size)
             return off
 
+        if n.op is OpKind.Scan:
+            # a Scan writes all its results at its own step; one nothing reads still
+            # needs room while the loop runs
+            for k, (shape, dtype) in enumerate(scan_outputs(n.attrs["body"], n.attrs["n_carry"],
+                                                            n.attrs["length"])):
+                pn = parts.get(n.id, {}).get(k)
+                nb = _round(size_of(shape) * dt.itemsize(dtype))
+                if pn is not None and pn.id in outs:
+                    p.output_bytes += _round(_nbytes(pn))
+                elif pn is not None:
+                    p.offsets[pn.id] = place(nb, last.get(pn.id, t))
+                else:
+                    p.scratch[(n.id, k)] = (place(nb, t), nb)
+            continue
         sb = _scratch(g)
         if sb:
             p.scratch[n.id] = (place(_round(sb), t), sb)
@@ -249,8 +279,15 @@ def rebind(dispatches: list, binding: dict) -> list:
     """The dispatches with every view of a Placeholder moved onto its buffer.
 
     binding: id(placeholder.block) -> Buffer (or anything with block, offset)."""
+    def move(v):
+        b = binding.get(v.region)
+        return v if b is None else View(b.block.buffer, b.offset + v.offset, v.nbytes, id(b.block),
+                                        v.shape, v.dtype)
     out = []
     for ds in dispatches:
+        if isinstance(ds, Loop):
+            out.append(ds.moved(move))
+            continue
         views = []
         for v in ds.views:
             b = binding.get(v.region)
@@ -298,14 +335,36 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     results: dict[int, Buffer] = {}
     dispatches: list[Dispatch] = []
     checks: list[Check] = []
+    parts = scan_parts(graph)
+
+    def place(n: Node) -> View:
+        if n.id in p.offsets:
+            return in_arena(p.offsets[n.id], _nbytes(n), n.shape, n.dtype)
+        b = (output_alloc or rt.allocator.alloc)(_nbytes(n), SPECS[n.op].name)
+        results[n.id] = b
+        return view_of(b, n.shape, n.dtype)
     for g in p.groups:
         n = g.out
-        if n.id in p.offsets:
-            v = in_arena(p.offsets[n.id], _nbytes(n), n.shape, n.dtype)
-        else:
-            b = (output_alloc or rt.allocator.alloc)(_nbytes(n), SPECS[n.op].name)
-            results[n.id] = b
-            v = view_of(b, n.shape, n.dtype)
+        if n.op is OpKind.Part:
+            continue                 # written by its Scan
+        if n.op is OpKind.Scan:
+            outs_v = []
+            for k, (shape, dtype) in enumerate(scan_outputs(n.attrs["body"], n.attrs["n_carry"],
+                                                            n.attrs["length"])):
+                pn = parts.get(n.id, {}).get(k)
+                if pn is not None:
+                    views[pn.id] = place(pn)
+                    outs_v.append(views[pn.id])
+                else:
+                    off, nb = p.scratch[(n.id, k)]
+                    outs_v.append(in_arena(off, size_of(shape) * dt.itemsize(dtype), shape, dtype))
+            loop = family("control").lower_scan(rt, n, [views[i.id] for i in n.inputs], outs_v,
+                                                checks, lower_graph)
+            p.loop_bytes += sum(h.plan.peak_bytes - h.plan.input_bytes if isinstance(h, Lowered)
+                                else h.nbytes for h in loop.held)
+            dispatches.append(loop)
+            continue
+        v = place(n)
         views[n.id] = v
         if n.size == 0:
             continue
@@ -319,9 +378,10 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     outs = [results[o.id] if o.id in results else held[o.id] for o in graph.outputs]
     n_kernels = len(dispatches)
     dispatches = merge.merge(rt, dispatches)
-    built = rt.kernels.build_all([d.kernel for d in dispatches])
-    dispatches = [d if d.kernel is k else Dispatch(k, d.meta, d.views, d.writes, d.groups, d.zero)
-                  for d, k in zip(dispatches, built)]
+    kernels = [d for d in dispatches if not isinstance(d, Loop)]
+    built = dict(zip(map(id, kernels), rt.kernels.build_all([d.kernel for d in kernels])))
+    dispatches = [d if isinstance(d, Loop) or d.kernel is built[id(d)] else
+                  Dispatch(built[id(d)], d.meta, d.views, d.writes, d.groups, d.zero) for d in dispatches]
     return Lowered(p, dispatches, outs, arena, list(held.values()), n_kernels, checks)
 
 

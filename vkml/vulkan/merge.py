@@ -49,7 +49,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .dispatch import Dispatch, View
+from .dispatch import Dispatch, Loop, View
 from .program import Program, merged
 
 MAX_BYTES = 8 << 20     # bytes a dispatch's tensors span, at most, to be merged
@@ -81,6 +81,8 @@ class _Part:
 
 
 def _part(ds) -> _Part | None:
+    if isinstance(ds, Loop):              # a loop keeps its place
+        return None
     p: Program = ds.kernel.program
     if not p.mergeable or sum(v.nbytes for v in ds.views) > MAX_BYTES:
         return None

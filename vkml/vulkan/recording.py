@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dispatch import Dispatch, View, barriers_before
+from .dispatch import Dispatch, Loop, View, barriers_before, flat
 from .kernels import TEXEL_BYTES
 from .vk import vk
 
@@ -27,6 +27,8 @@ class Recording:
     def __init__(self, rt, dispatches: list[Dispatch], like: "Recording | None" = None,
                  profile: bool = False, replayed: bool = False):
         self.rt = rt
+        # a loop's body is bound once and recorded once per step (`dispatch.Loop`)
+        items, dispatches = dispatches, flat(dispatches)
         self.names = [ds.kernel.name for ds in dispatches]
         self.query_pool = None
         self.n_dispatches = len(dispatches)
@@ -37,7 +39,7 @@ class Recording:
         # host, and an eager operator makes a recording every time
         with rt.dev.lock:
             sets = self._bind(dispatches)
-            self._record(dispatches, sets, profile)
+            self._record(items, dispatches, sets, profile)
 
     def _place_meta(self, dispatches: list, like, replayed: bool) -> None:
         """Every dispatch's meta at its offset in one buffer (or like's, which holds the
@@ -142,10 +144,11 @@ class Recording:
         lib.vkUpdateDescriptorSets(d, nw, writes, 0, null)
         return sets
 
-    def _record(self, dispatches: list, sets, profile: bool) -> None:
+    def _record(self, items: list, dispatches: list, sets, profile: bool) -> None:
         """The command buffer: zeroed counters, the meta copy (one-shot recordings), then
         every dispatch, behind a barrier only where it meets a hazard (`barriers_before`);
-        with profile, every dispatch alone between timestamps."""
+        with profile, every dispatch alone between timestamps (a loop's body timed in
+        its first step only)."""
         ffi, lib, null = vk.ffi, vk.lib, vk.ffi.NULL
         dev = self.rt.dev
         d = dev.device
@@ -188,21 +191,88 @@ class Recording:
         if profile:
             lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, 0)
         bind = vk.VK_PIPELINE_BIND_POINT_COMPUTE
-        for q, (ds, hazard) in enumerate(zip(dispatches, barriers_before(dispatches))):
-            if profile or hazard:
-                lib.vkCmdPipelineBarrier(cb, compute, compute, 0, 1, barrier, 0, null, 0, null)
-                self.barriers += 1
-            lib.vkCmdBindPipeline(cb, bind, ds.kernel.pipeline)
-            lib.vkCmdBindDescriptorSets(cb, bind, ds.kernel.layout, 0, 1, sets + q, 0, null)
-            if ds.kernel.program.push_bytes:
-                self._push_addresses(cb, ds)
-            gx = min(ds.groups, maxx)
-            gy = -(-ds.groups // gx)
-            if gy > maxy:
-                raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
-            lib.vkCmdDispatch(cb, gx, gy, 1)
-            if profile:
-                lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, q + 1)
+        index = {id(ds): q for q, ds in enumerate(dispatches)}
+        every = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+        region = ffi.new("VkBufferCopy*")
+
+        hazards: dict[int, list] = {}      # per item list: barriers_before, computed once
+
+        def plain(cs):
+            return [(src.vkbuf, dst.vkbuf, src.offset, dst.offset, ss, dd, dd or dst.nbytes)
+                    for src, dst, ss, dd in cs]
+
+        def copies(cs, i):
+            for sb, db, so, do, ss, dd, n in cs:
+                region.srcOffset, region.dstOffset, region.size = so + i * ss, do + i * dd, n
+                lib.vkCmdCopyBuffer(cb, sb, db, 1, region)
+
+        def full():
+            lib.vkCmdPipelineBarrier(cb, every, every, 0, 1, barrier, 0, null, 0, null)
+            self.barriers += 1
+
+        def overlap(a, b):
+            return a.region == b.region and a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
+
+        def loop(lp: Loop, stamp: bool) -> None:
+            """before; then per step: pre copies, the body, post copies. A step's post
+            copies and the next step's pre copies share one barrier interval unless a
+            pre copy reads what a post copy writes (a carry saved as a step output)."""
+            zero = [v for ds in flat(lp.body) for v in ds.zero]
+            split = any(overlap(a, b) for p_ in lp.pre for q in lp.post
+                        for a, b in ((p_[0], q[1]), (p_[1], q[0]), (p_[1], q[1])))
+            pre, post, T = plain(lp.pre), plain(lp.post), lp.length
+            step = (lambda t: T - 1 - t) if lp.reverse else (lambda t: t)
+
+            def start(t):
+                for v in zero:
+                    lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
+                copies(pre, step(t))
+            full()
+            copies(plain(lp.before), 0)
+            if profile and stamp and not T:     # a loop of no steps: its kernels take no time
+                for ds in flat(lp.body):
+                    lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, index[id(ds)] + 1)
+            if T:
+                full()
+                start(0)
+            for t in range(T):
+                full()
+                emit(lp.body, stamp and t == 0)
+                full()
+                copies(post, step(t))
+                if t + 1 < T:
+                    if split:
+                        full()
+                    start(t + 1)
+            full()
+            for v in zero:          # counters left as later dispatches expect them
+                lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
+            full()
+
+        def emit(items: list, stamp: bool) -> None:
+            hz = hazards.get(id(items))
+            if hz is None:
+                hz = hazards[id(items)] = barriers_before(items)
+            for ds, hazard in zip(items, hz):
+                if isinstance(ds, Loop):
+                    loop(ds, stamp)
+                    continue
+                q = index[id(ds)]
+                if (profile and stamp) or hazard:
+                    lib.vkCmdPipelineBarrier(cb, compute, compute, 0, 1, barrier, 0, null, 0, null)
+                    self.barriers += 1
+                lib.vkCmdBindPipeline(cb, bind, ds.kernel.pipeline)
+                lib.vkCmdBindDescriptorSets(cb, bind, ds.kernel.layout, 0, 1, sets + q, 0, null)
+                if ds.kernel.program.push_bytes:
+                    self._push_addresses(cb, ds)
+                gx = min(ds.groups, maxx)
+                gy = -(-ds.groups // gx)
+                if gy > maxy:
+                    raise ValueError(f"{ds.kernel.name}: {ds.groups} workgroups exceed the device grid")
+                lib.vkCmdDispatch(cb, gx, gy, 1)
+                if profile and stamp:
+                    lib.vkCmdWriteTimestamp(cb, compute, self.query_pool, q + 1)
+        emit(items, True)
         # results become visible to the host and to later transfers
         lib.vkCmdPipelineBarrier(cb, compute, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
                                  0, 1, barrier, 0, null, 0, null)

@@ -1,0 +1,44 @@
+"""Cases for control flow: Scan (a loop over a traced body) and Part (its results),
+through vkml.lax.scan, against the same loop run in NumPy. One case per dtype of the
+carry; each reads the final carry and the stacked step outputs (both Parts)."""
+from __future__ import annotations
+
+import numpy as np
+
+import vkml.numpy as vnp
+from vkml import lax
+from vkml.trace.ops import OpKind
+
+from .cases import Case, rand
+
+
+def _step(c, x):
+    if c.dtype == np.bool_:
+        return c ^ x, c & x
+    return c * 2 + x, c - x
+
+
+def _scan(c, xs, which):
+    c, ys = lax.scan(lambda c, x: _step(c, x), c, xs)
+    return [c, ys][which]
+
+
+def _ref(c, xs, which):
+    ys = []
+    for x in xs:
+        c, y = _step(c, x)
+        ys.append(y)
+    return [np.asarray(c), np.stack(ys)][which]
+
+
+def _cases(op, which):
+    out = []
+    for d in (np.float32, np.float64, np.int32, np.bool_):
+        c0, xs = rand((3,), d, -2, 2), rand((5, 3), d, -2, 2)
+        out.append(Case(op, f"{np.dtype(d)}", lambda c, x, w=which: _scan(c, x, w),
+                        lambda c, x, w=which: _ref(c, x, w), [c0, xs], exact=np.dtype(d).kind != "f",
+                        rtol=1e-6, atol=1e-6))
+    return out
+
+
+CASES = _cases(OpKind.Scan, 1) + _cases(OpKind.Part, 0)
