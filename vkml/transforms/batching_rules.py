@@ -281,3 +281,8 @@ BATCH_RULES: dict[K, Rule] = {
     K.Im2Col: _window_op, K.Col2Im: _window_op, K.MaxPool2d: _window_op,
     K.MaxPool2dBackward: _window_op,
 }
+
+# the linear-algebra operators take any leading batch: their rules live with their gradients
+from .linalg_rules import BATCH_RULES as _LINALG_BATCH  # noqa: E402
+
+BATCH_RULES.update(_LINALG_BATCH)

@@ -280,3 +280,8 @@ RULES = {
     K.MaxPool2d: lambda n, g, x: (op(K.MaxPool2dBackward, x, g, **_window(n)),),
     K.MaxPool2dBackward: _maxpool_backward,
 }
+
+# the linear-algebra operators' rules live beside their helpers
+from .linalg_rules import RULES as _LINALG_RULES  # noqa: E402
+
+RULES.update(_LINALG_RULES)
