@@ -172,3 +172,15 @@ def test_solve_shape_errors():
         la.solve(vnp.ones((2, 3, 3)), vnp.ones((2, 3)))
     with pytest.raises(ShapeError, match="matrix_power"):
         la.matrix_power(vnp.ones((2, 3)), 2)
+
+
+def test_large_system_is_solved_or_refused_clearly():
+    """A system too large for one invocation's loop budget on a driver with a loop limit
+    (lavapipe) is refused naming the operator, never answered wrongly."""
+    from vkml.vulkan import runtime
+    a, b = well(256, 256), R.normal(size=(256, 1))
+    if runtime.get().dev.profile.loop_limit:
+        with pytest.raises(NotImplementedError, match="Solve: a 256x256 matrix"):
+            la.solve(v(a, F32), v(b, F32)).numpy()
+    else:
+        close(la.solve(v(a, F32), v(b, F32)), np.linalg.solve(a, b), F32, 10)

@@ -21,7 +21,7 @@ column (forward or back substitution, reading A from device memory), which needs
 barriers at all. Every kernel here is `alone` (never merged into other dispatches): they
 loop for long, which merging does not speed up.
 
->>> [b.name for b in ge_program("float", "solve", 1024, 32, False, 32).bindings]
+>>> [b.name for b in ge_program("float", "solve", 1024, 32, "shared", 32).bindings]
 ['o', 'amat', 'bmat']
 """
 from __future__ import annotations
@@ -76,29 +76,54 @@ def shared_fits(elements: int, itemsize: int, ints: int = 0) -> bool:
 # --------------------------------------------------------------------------- Cholesky
 
 
-@lru_cache(maxsize=256)
-def chol_program(T: str, LS: int, H: int, glob: bool) -> Program:
-    """Right-looking Cholesky of one matrix per workgroup: step j updates the trailing
-    lower triangle by column j (scaled on the fly), then scales column j; a pivot <= 0
-    or nan makes the whole result nan. LS: shared elements (0 with glob: the work is done
-    in the output itself).
+PRIVATE_GROUP = 64       # invocations per workgroup where each invocation holds one matrix
 
-    >>> chol_program("double", 1024, 32, False).local_size
+
+def _frame(p: Program, store: str, H: int, T: str, LS: int) -> tuple[int, str]:
+    """main()'s start: which matrix this invocation or workgroup works on (`mat`) and its
+    index within the workgroup (`l`); the loops' stride and the barrier for `store`."""
+    # the sizes are read before any invocation returns: lavapipe reads a uniform value
+    # as one scalar only while every invocation is active, and a size it reads lane by
+    # lane makes every index computed from it a gather
+    p.main(f"int n = {p.m('n')};" + (f" int k = {p.m('k')};" if "k" in p.meta._at else ""),
+           f"uint batch = uint({p.m('batch')});")
+    if store == "private":
+        # one matrix per invocation, held in its own registers/stack: every lane of a
+        # SIMD group runs the same loops at the same indices, so on a CPU device each
+        # access is one vector load of 8 matrices' elements (no gathers, no barriers)
+        p.main("uint g = gidx();",
+               "if (g >= batch) return;",
+               "int mat = int(g); int l = 0;",
+               f"{T} sh[{LS}];")
+        return 1, ""
+    p.main("if (group_id() >= batch) return;   // a grid folded into y has spare groups",
+           "int mat = int(group_id()); int l = int(lidx());")
+    return H, _bar(store == "global")
+
+
+@lru_cache(maxsize=256)
+def chol_program(T: str, LS: int, H: int, store: str) -> Program:
+    """Right-looking Cholesky of one matrix per workgroup (store "shared": in shared
+    memory, "global": in the output itself) or per invocation ("private"): step j updates
+    the trailing lower triangle by column j (scaled on the fly), then scales column j; a
+    pivot <= 0 or nan makes the whole result nan. LS: elements of the working matrix.
+
+    >>> chol_program("double", 1024, 32, "shared").local_size
     32
     """
-    p = Program("Cholesky", local_size=H, alone=True)
+    glob = store == "global"
+    p = Program("Cholesky", local_size=PRIVATE_GROUP if store == "private" else H, alone=True)
     p.meta = Meta(("n", 1), ("batch", 1))
     o = p.buffer("o", ("coherent " if glob else "") + T)
     x = p.buffer("src", T, readonly=True)
     if glob:
         W = lambda i, j: f"{o}[base + ({i}) * n + ({j})]"          # noqa: E731
     else:
-        s = p.shared("sh", T, LS)
-        W = lambda i, j: f"{s}[({i}) * n + ({j})]"                  # noqa: E731
-    bar = _bar(glob)
-    p.main(f"if (group_id() >= uint({p.m('batch')})) return;   // a grid folded into y has spare groups",
-           f"int n = {p.m('n')};",
-           "int base = int(group_id()) * n * n; int l = int(lidx());",
+        if store == "shared":
+            p.shared("sh", T, LS)
+        W = lambda i, j: f"sh[({i}) * n + ({j})]"                   # noqa: E731
+    H, bar = _frame(p, store, H, T, LS)
+    p.main("int base = mat * n * n;",
            f"for (int i = l; i < n; i += {H}) for (int j = 0; j <= i; ++j) {W('i', 'j')} = {x}[base + i * n + j];",
            bar,
            "bool bad = false;",
@@ -164,19 +189,21 @@ def trsm_program(T: str, lower: bool, trans: bool, unit: bool) -> Program:
 
 
 @lru_cache(maxsize=256)
-def ge_program(T: str, mode: str, LS: int, H: int, glob: bool, NM: int = 0) -> Program:
+def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> Program:
     """Gaussian elimination of one matrix per workgroup. mode "solve": [A | B] with
     partial pivoting, then back substitution into o (the solution); "pivots": A with
     partial pivoting, writing the row interchanges; "lu": the rows A[perm] without
-    pivoting, writing the packed factors. LS: shared elements of the working matrix, NM
-    the rows its maps hold (glob: the matrix lies in the scratch `w`, its row maps in
-    `pm`; for "lu" in o itself).
+    pivoting, writing the packed factors. store "shared": one workgroup per matrix, the
+    working matrix (LS elements) and its row maps (NM rows) in shared memory; "global":
+    the matrix in the scratch `work`, its maps in `pm` (for "lu" in o itself);
+    "private": one invocation per matrix, both in its own arrays.
 
-    >>> ge_program("float", "lu", 1024, 32, False).meta.size
+    >>> ge_program("float", "lu", 1024, 32, "shared").meta.size
     3
     """
     name = {"solve": "Solve", "pivots": "LuPivots", "lu": "Lu"}[mode]
-    p = Program(name, local_size=H, alone=True)
+    glob = store == "global"
+    p = Program(name, local_size=PRIVATE_GROUP if store == "private" else H, alone=True)
     p.meta = Meta(("n", 1), ("k", 1), ("batch", 1))
     co = "coherent " if glob else ""
     pivoting = mode != "lu"
@@ -194,15 +221,16 @@ def ge_program(T: str, mode: str, LS: int, H: int, glob: bool, NM: int = 0) -> P
         R = lambda r, c: f"{wbuf}[wb + ({r}) * w + ({c})]"         # noqa: E731
         PM = lambda q, i: f"{pmb}[pb + ({q}) * n + ({i})]"         # noqa: E731
     else:
-        sh = p.shared("sh", T, LS)
-        R = lambda r, c: f"{sh}[({r}) * w + ({c})]"                # noqa: E731
-        if pivoting:
-            pms = p.shared("pm", "int", 2 * NM)
-            PM = lambda q, i: f"{pms}[({q}) * n + ({i})]"          # noqa: E731
-    bar = _bar(glob)
-    p.main(f"if (group_id() >= uint({p.m('batch')})) return;   // a grid folded into y has spare groups",
-           f"int n = {p.m('n')}; int k = {p.m('k')}; int w = n + k;",
-           "int mat = int(group_id()); int l = int(lidx());",
+        if store == "shared":
+            p.shared("sh", T, LS)
+            if pivoting:
+                p.shared("pm", "int", 2 * NM)
+        R = lambda r, c: f"sh[({r}) * w + ({c})]"                  # noqa: E731
+        PM = lambda q, i: f"pm[({q}) * n + ({i})]"                 # noqa: E731
+    H, bar = _frame(p, store, H, T, LS)
+    if store == "private" and pivoting:
+        p.main(f"int pm[{2 * NM}];")
+    p.main("int w = n + k;",
            "int ab = mat * n * n; int wb = mat * n * w; int pb = mat * 2 * n;")
     if mode == "lu":
         p.main(f"for (int r = l; r < n; r += {H}) {{",
@@ -220,7 +248,7 @@ def ge_program(T: str, mode: str, LS: int, H: int, glob: bool, NM: int = 0) -> P
                f"  {bar}",
                "}")
         if not glob:
-            p.main(f"for (int r = l; r < n; r += {H}) for (int c = 0; c < n; ++c) {o}[ab + r * n + c] = {R('r', 'c')};")
+            p.main(bar, f"for (int r = l; r < n; r += {H}) for (int c = 0; c < n; ++c) {o}[ab + r * n + c] = {R('r', 'c')};")
         return p
     load_b = (f"  for (int c = 0; c < k; ++c) {R('r', 'n + c')} = {b}[mat * n * k + r * k + c];"
               if mode == "solve" else "")
@@ -304,6 +332,50 @@ def _ge_plan(node):
     return dt.glsl_type(x.dtype), n, k, mode, _round(elems), glob
 
 
+PRIVATE_MAX = 2304        # elements of a working matrix an invocation holds itself, at most
+
+
+def iterations(op: OpKind, n: int, k: int, H: int) -> int:
+    """About the loop iterations one invocation runs, every loop counted, with H
+    invocations per matrix (1: one invocation per matrix). A driver that ends a kernel's
+    loops after `Profile.loop_limit` iterations (lavapipe's limiter counts all loops of an
+    invocation together) cannot run a kernel past it.
+
+    >>> iterations(OpKind.Cholesky, 32, 0, 1), iterations(OpKind.Solve, 32, 1, 1)
+    (7552, 20608)
+    """
+    if op is OpKind.TriangularSolve:
+        return n * n // 2 + n
+    rows = -(-n // H)
+    if op is OpKind.Cholesky:
+        upd = n ** 3 // 6 if H == 1 else rows * n * n // 2
+        return upd + 3 * rows * n + n
+    w = n + k
+    elim = n * n * w // 2 - n ** 3 // 6 if H == 1 else rows * (n * w - n * n // 2)
+    scan = 0 if op is OpKind.Lu else n * n // 2
+    return elim + scan + 2 * rows * w + -(-k // H) * n * n // 2 + n
+
+
+def _store(profile, op, n: int, k: int, fits: bool, itemsize: int) -> str:
+    """Where a factorisation's working matrix lives: "private" (one invocation per matrix,
+    CPU devices, small matrices), "shared" or "global"."""
+    limit = getattr(profile, "loop_limit", 0) or 0
+    if (getattr(profile, "layout", "gpu") == "cpu" and n * (n + k) <= PRIVATE_MAX
+            and (not limit or iterations(op, n, k, 1) <= limit * 3 // 4)):
+        return "private"
+    return "shared" if fits else "global"
+
+
+def _check_limit(profile, op, n: int, k: int, H: int) -> None:
+    limit = getattr(profile, "loop_limit", 0) or 0
+    if limit and iterations(op, n, k, H) > limit:
+        raise NotImplementedError(
+            f"{op.value}: a {n}x{n} matrix{f' with {k} right-hand sides' if k else ''} needs about "
+            f"{iterations(op, n, k, H):,} loop iterations per invocation, more than this "
+            f"driver's limit of {limit:,} (lavapipe ends longer kernels early); the blocked "
+            f"algorithm for large matrices is not implemented yet")
+
+
 def scratch_bytes(node, profile=None, **_) -> int:
     """Device memory for eliminations too large for shared memory: the working [A | B]
     and its two row maps per matrix (Lu works in its output).
@@ -346,19 +418,27 @@ def lower(node, ins, out, ctx) -> None:
     T = dt.glsl_type(x.dtype)
     n = x.shape[-1]
     batch = _batch(x.shape, 2)
+    prof = ctx.profile
     if op is OpKind.Cholesky:
-        glob = not shared_fits(n * n, dt.itemsize(x.dtype))
-        k = ctx.kernel(chol_program(T, 0 if glob else _round(n * n), workgroup(n), glob))
-        ctx.dispatch(k, {"n": n, "batch": batch}, [out, x], groups=batch)
+        fits = shared_fits(n * n, dt.itemsize(x.dtype))
+        store = _store(prof, op, n, 0, fits, dt.itemsize(x.dtype))
+        H = workgroup(n)
+        _check_limit(prof, op, n, 0, 1 if store == "private" else H)
+        k = ctx.kernel(chol_program(T, 0 if store == "global" else _round(n * n), H, store))
+        groups = -(-batch // PRIVATE_GROUP) if store == "private" else batch
+        ctx.dispatch(k, {"n": n, "batch": batch}, [out, x], groups=groups)
         return
     if op is OpKind.TriangularSolve:
         kk = node.shape[-1]
         a = node.attrs
+        _check_limit(prof, op, n, kk, 1)
         k = ctx.kernel(trsm_program(T, bool(a["lower"]), bool(a["trans"]), bool(a["unit"])))
         ctx.dispatch(k, {"n": n, "k": kk, "total": batch * kk}, [out, x, ins[1]], threads=batch * kk)
         return
     T, n, k, mode, LS, glob = _ge_plan(node)
+    store = _store(prof, op, n, k, not glob, dt.itemsize(x.dtype))
     H = workgroup(n)
+    _check_limit(prof, op, n, k, 1 if store == "private" else H)
     views = [out, *ins]
     if glob and mode != "lu":
         isz = dt.itemsize(x.dtype)
@@ -366,5 +446,7 @@ def lower(node, ins, out, ctx) -> None:
         sc = ctx.scratch
         views += [sc.sub(0, batch * n * (n + k) * isz, (batch * n * (n + k),), x.dtype),
                   sc.sub(fb, batch * 2 * n * 4, (batch * 2 * n,), dt.int32)]
-    prog = ge_program(T, mode, 0 if glob else LS, H, glob, 0 if glob else _pow2(n))
-    ctx.dispatch(ctx.kernel(prog), {"n": n, "k": k, "batch": batch}, views, groups=batch)
+    prog = ge_program(T, mode, 0 if glob else (_round(n * (n + k), 64) if store == "private" else LS), H,
+                      store, 0 if glob else _pow2(n))
+    groups = -(-batch // PRIVATE_GROUP) if store == "private" else batch
+    ctx.dispatch(ctx.kernel(prog), {"n": n, "k": k, "batch": batch}, views, groups=groups)
