@@ -30,6 +30,7 @@ from functools import lru_cache
 
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
+from ..kernels import divisor
 from ..program import Meta, Program
 
 SHARED_BYTES = 16384      # the shared memory every Vulkan device offers (the spec's minimum)
@@ -87,6 +88,9 @@ def _frame(p: Program, store: str, H: int, T: str, LS: int) -> tuple[int, str]:
     # lane makes every index computed from it a gather
     p.main(f"int n = {p.m('n')};" + (f" int k = {p.m('k')};" if "k" in p.meta._at else ""),
            f"uint batch = uint({p.m('batch')});")
+    if "j0" in p.meta._at:
+        p.main(f"int j0 = {p.m('j0')}; int j1 = {p.m('j1')}; int load = {p.m('load')}; "
+               f"int r0 = {p.m('r0')}; int r1 = {p.m('r1')};")
     if store == "private":
         # one matrix per invocation, held in its own registers/stack: every lane of a
         # SIMD group runs the same loops at the same indices, so on a CPU device each
@@ -146,19 +150,219 @@ def chol_program(T: str, LS: int, H: int, store: str) -> Program:
     return p
 
 
+# --------------------------------------------------------------------------- blocked Cholesky
+
+NB = 32                   # the panel width of the blocked Cholesky
+BLOCKED_MIN = 64          # matrices larger than this are factored blocked
+
+
+@lru_cache(maxsize=16)
+def chol_start_program(T: str) -> Program:
+    """o = the input (the blocked factorisation works in o), and the failure flags zeroed."""
+    p = Program("Cholesky_start", alone=True)
+    p.meta = Meta(("total", 1), ("batch", 1))
+    o = p.buffer("o", T)
+    fl = p.buffer("flags", "int")
+    x = p.buffer("src", T, readonly=True)
+    p.main("uint e = gidx();",
+           f"uint batch = uint({p.m('batch')}); uint total = uint({p.m('total')});",
+           f"if (e < batch) {fl}[e] = 0;",
+           f"if (e < total) {o}[e] = {x}[e];")
+    return p
+
+
+def _split(p: Program, e: str, names: tuple, field: str) -> list[str]:
+    """GLSL splitting flat index e into coordinates over the extents whose divisors
+    (`kernels.divisor`, two meta ints each) meta field `field` holds: x / d as a
+    multiply-high (integer division is a loop over the lanes on lavapipe)."""
+    out = [f"uint rem_ = {e};"]
+    for q, nm in enumerate(names[:-1]):
+        out.append(f"uint {nm} = udiv(rem_, {p.m(field, 2 * q)}, {p.m(field, 2 * q + 1)}); "
+                   f"rem_ -= {nm} * uint({p.m('ext', q)});")
+    out.append(f"uint {names[-1]} = rem_;")
+    return out
+
+
+def _divs(*extents: int) -> dict:
+    """Meta of `_split`: the products of the trailing extents and their divisors."""
+    ext = []
+    for q in range(len(extents) - 1):
+        d = 1
+        for x in extents[q + 1:]:
+            d *= x
+        ext.append(max(d, 1))
+    return {"ext": ext, "div": [v for d in ext for v in divisor(d)]}
+
+
+@lru_cache(maxsize=16)
+def chol_diag_program(T: str) -> Program:
+    """One invocation per matrix factors the diagonal block at (k, k) of width b <= NB in
+    its own arrays (a pivot <= 0 or nan sets the matrix's flag), writes it back, and
+    writes the block's inverse (lower triangular, zeros above) to `inv` for the panel's
+    MatMul: L21 = A21 L11^-T."""
+    p = Program("Cholesky_diag", local_size=PRIVATE_GROUP, alone=True)
+    p.meta = Meta(("n", 1), ("k", 1), ("b", 1), ("batch", 1))
+    o = p.buffer("o", T)
+    fl = p.buffer("flags", "int")
+    iv = p.buffer("inv", T)
+    N = NB
+    p.main(f"int n = {p.m('n')}; int k = {p.m('k')}; int b = {p.m('b')}; uint batch = uint({p.m('batch')});",
+           "uint g = gidx();",
+           "if (g >= batch) return;",
+           "int mat = int(g); int base = mat * n * n + k * n + k;",
+           f"{T} sh[{N * N}]; {T} x[{N * N}];",
+           f"for (int i = 0; i < b; ++i) for (int j = 0; j <= i; ++j) sh[i * {N} + j] = {o}[base + i * n + j];",
+           "bool bad = false;",
+           "for (int j = 0; j < b; ++j) {",
+           f"  {T} d = sh[j * {N} + j];",
+           f"  bad = bad || !(d > {T}(0));",
+           f"  {T} sq = sqrt(d); {T} r = {T}(1) / sq;",
+           "  for (int i = j + 1; i < b; ++i) {",
+           f"    {T} lij = sh[i * {N} + j] * r;",
+           f"    for (int q = j + 1; q <= i; ++q) sh[i * {N} + q] -= lij * (sh[q * {N} + j] * r);",
+           "  }",
+           f"  for (int i = j + 1; i < b; ++i) sh[i * {N} + j] *= r;",
+           f"  sh[j * {N} + j] = sq;",
+           "}",
+           f"if (bad) {fl}[mat] = 1;",
+           f"for (int i = 0; i < b; ++i) for (int j = 0; j <= i; ++j) {o}[base + i * n + j] = sh[i * {N} + j];",
+           "// X = L^-1, column by column (forward substitution against the identity)",
+           "for (int c = 0; c < b; ++c) {",
+           f"  for (int i = c; i < b; ++i) {{",
+           f"    {T} s = i == c ? {T}(1) : {T}(0);",
+           f"    for (int q = c; q < i; ++q) s -= sh[i * {N} + q] * x[q * {N} + c];",
+           f"    x[i * {N} + c] = s / sh[i * {N} + i];",
+           "  }",
+           "}",
+           f"for (int i = 0; i < b; ++i) for (int j = 0; j < b; ++j) {iv}[(mat * b + i) * b + j] = j <= i ? x[i * {N} + j] : {T}(0);")
+    return p
+
+
+@lru_cache(maxsize=32)
+def chol_move_program(T: str, gather: bool) -> Program:
+    """Copy the panel's block below the diagonal, o[k+b+r, k+t], to a contiguous
+    (batch, m, b) buffer (gather) or back (scatter)."""
+    p = Program("Cholesky_gather" if gather else "Cholesky_scatter", alone=True)
+    p.meta = Meta(("n", 1), ("k", 1), ("b", 1), ("m", 1), ("total", 1), ("ext", 2), ("div", 4))
+    o = p.buffer("o", T, readonly=not gather) if gather else p.buffer("o", T)
+    c = p.buffer("cont", T) if gather else p.buffer("cont", T, readonly=True)
+    if gather:
+        p.bindings.reverse()     # the written buffer first (the dispatch's views follow)
+    # every meta value is read before an invocation may return (see `_frame`)
+    p.main("uint e = gidx();",
+           f"int n = {p.m('n')}; int k = {p.m('k')}; int b = {p.m('b')}; int m = {p.m('m')}; "
+           f"uint total = uint({p.m('total')});",
+           *_split(p, "e", ("mat", "r", "t"), "div"),
+           "if (e >= total) return;",
+           "// rows past m pad the panel to a size the MatMul kernels share (zeros)",
+           "uint at = mat * uint(n * n) + uint(k + b + int(r)) * uint(n) + uint(k) + t;",
+           f"{c}[e] = int(r) < m ? {o}[at] : {T}(0);" if gather else f"if (int(r) < m) {o}[at] = {c}[e];")
+    return p
+
+
+@lru_cache(maxsize=16)
+def chol_update_program(T: str) -> Program:
+    """The trailing lower triangle minus the panel's product: o[off+i, off+j] -= P[i, j]."""
+    p = Program("Cholesky_update", alone=True)
+    p.meta = Meta(("n", 1), ("off", 1), ("m", 1), ("total", 1), ("ext", 2), ("div", 4))
+    o = p.buffer("o", T)
+    P = p.buffer("prod", T, readonly=True)
+    p.main("uint e = gidx();",
+           f"int n = {p.m('n')}; int off = {p.m('off')}; uint m = uint({p.m('m')}); uint total = uint({p.m('total')});",
+           *_split(p, "e", ("mat", "i", "j"), "div"),
+           "if (e >= total) return;",
+           f"if (j <= i && i < m) {o}[mat * uint(n * n) + (uint(off) + i) * uint(n) + uint(off) + j] -= {P}[e];")
+    return p
+
+
+@lru_cache(maxsize=16)
+def chol_final_program(T: str) -> Program:
+    """Zeros above the diagonal, and a matrix of nan where a pivot failed."""
+    p = Program("Cholesky_final", alone=True)
+    p.meta = Meta(("total", 1), ("ext", 2), ("div", 4))
+    o = p.buffer("o", T)
+    fl = p.buffer("flags", "int", readonly=True)
+    p.main("uint e = gidx();",
+           f"uint total = uint({p.m('total')});",
+           *_split(p, "e", ("mat", "i", "j"), "div"),
+           "if (e >= total) return;",
+           f"if ({fl}[mat] != 0) {o}[e] = {nan(T)}; else if (j > i) {o}[e] = {T}(0);")
+    return p
+
+
+PAD = 64      # the panel's rows are padded to a multiple of this: one MatMul kernel serves all
+
+
+def _padded(m: int) -> int:
+    return -(-m // PAD) * PAD
+
+
+def _chol_scratch(batch: int, n: int, isz: int) -> tuple[int, int, int, int, int]:
+    """Byte offsets of the panel copy A21, L21, the product P, the block inverse and the
+    flags, and the total: (a21, l21, prod, inv, flags, total) without the first 0."""
+    m = _padded(max(n - NB, 0))
+    pan = _round(batch * m * NB * isz, 256)
+    prod = _round(batch * m * m * isz, 256)
+    inv = _round(batch * NB * NB * isz, 256)
+    return pan, 2 * pan, 2 * pan + prod, 2 * pan + prod + inv, 2 * pan + prod + inv + _round(batch * 4, 256)
+
+
+def _chol_blocked(x, out, ctx, T: str, n: int, batch: int) -> None:
+    """Right-looking blocked Cholesky: per panel of NB columns, the diagonal block and its
+    inverse (one invocation per matrix), L21 = A21 L11^-T and the trailing update
+    A22 -= L21 L21^T as MatMuls (the MatMul kernels, batched), the rest elementwise."""
+    from types import SimpleNamespace
+    from .matmul import lower as matmul_lower
+    isz = dt.itemsize(x.dtype)
+    l21_at, p_at, inv_at, f_at, _ = _chol_scratch(batch, n, isz)
+    sc = ctx.scratch
+    flags = sc.sub(f_at, batch * 4, (batch,), dt.int32)
+    total = batch * n * n
+    ctx.dispatch(ctx.kernel(chol_start_program(T)), {"total": total, "batch": batch}, [out, flags, x],
+                 threads=max(total, batch))
+    diag = ctx.kernel(chol_diag_program(T))
+    gather, scatter = ctx.kernel(chol_move_program(T, True)), ctx.kernel(chol_move_program(T, False))
+    upd = ctx.kernel(chol_update_program(T))
+    for k in range(0, n, NB):
+        b = min(NB, n - k)
+        m = n - k - b
+        inv = sc.sub(inv_at, batch * b * b * isz, (batch, b, b), x.dtype)
+        ctx.dispatch(diag, {"n": n, "k": k, "b": b, "batch": batch}, [out, flags, inv],
+                     groups=-(-batch // PRIVATE_GROUP))
+        if m == 0:
+            break
+        mp = _padded(m)
+        A21 = sc.sub(0, batch * mp * b * isz, (batch, mp, b), x.dtype)
+        L21 = sc.sub(l21_at, batch * mp * b * isz, (batch, mp, b), x.dtype)
+        mv = {"n": n, "k": k, "b": b, "m": m, "total": batch * mp * b, **_divs(batch, mp, b)}
+        ctx.dispatch(gather, mv, [A21, out], threads=batch * mp * b)
+        matmul_lower(SimpleNamespace(shape=(batch, mp, b), dtype=x.dtype), [A21, inv], L21, ctx,
+                     transposed=(False, True))
+        ctx.dispatch(scatter, mv, [out, L21], threads=batch * mp * b)
+        P = sc.sub(p_at, batch * mp * mp * isz, (batch, mp, mp), x.dtype)
+        matmul_lower(SimpleNamespace(shape=(batch, mp, mp), dtype=x.dtype), [L21, L21], P, ctx,
+                     transposed=(False, True))
+        ctx.dispatch(upd, {"n": n, "off": k + b, "m": m, "total": batch * mp * mp, **_divs(batch, mp, mp)},
+                     [out, P], threads=batch * mp * mp)
+    ctx.dispatch(ctx.kernel(chol_final_program(T)), {"total": total, **_divs(batch, n, n)}, [out, flags],
+                 threads=total)
+
+
 # --------------------------------------------------------------------------- triangular solve
 
 
 @lru_cache(maxsize=256)
 def trsm_program(T: str, lower: bool, trans: bool, unit: bool) -> Program:
     """One invocation per right-hand side column: substitution with op(A) (A or A^T),
-    reading only A's `lower` (else upper) triangle.
+    reading only A's `lower` (else upper) triangle, for the rows [r0, r1) of x (a large
+    system is solved by several dispatches of row ranges, each within a driver's loop
+    limit, the later ones reading the x the earlier ones wrote).
 
     >>> trsm_program("float", True, False, True).meta.size
-    3
+    5
     """
     p = Program("TriangularSolve", local_size=64, alone=True)
-    p.meta = Meta(("n", 1), ("k", 1), ("total", 1))
+    p.meta = Meta(("n", 1), ("k", 1), ("total", 1), ("r0", 1), ("r1", 1))
     o = p.buffer("o", T)
     a = p.buffer("amat", T, readonly=True)
     b = p.buffer("bmat", T, readonly=True)
@@ -166,23 +370,37 @@ def trsm_program(T: str, lower: bool, trans: bool, unit: bool) -> Program:
     X = lambda i: f"{o}[bb + ({i}) * k]"                            # noqa: E731
     div = "" if unit else f" / {A('i', 'i')}"
     p.main("uint g = gidx();",
-           f"if (g >= uint({p.m('total')})) return;",
-           f"int n = {p.m('n')}; int k = {p.m('k')};",
+           f"int n = {p.m('n')}; int k = {p.m('k')}; uint total = uint({p.m('total')});",
+           f"int r0 = {p.m('r0')}; int r1 = {p.m('r1')};",
+           "if (g >= total) return;",
            "int mat = int(g) / k; int c = int(g) - mat * k;",
            "int ab = mat * n * n; int bb = mat * n * k + c;")
     if lower != trans:      # op(A) is lower triangular: forward substitution
-        p.main("for (int i = 0; i < n; ++i) {",
+        p.main("for (int i = r0; i < r1; ++i) {",
                f"  {T} s = {b}[bb + i * k];",
                f"  for (int j = 0; j < i; ++j) s -= {A('i', 'j')} * {X('j')};",
                f"  {X('i')} = s{div};",
                "}")
     else:
-        p.main("for (int i = n - 1; i >= 0; --i) {",
+        p.main("for (int i = r1 - 1; i >= r0; --i) {",
                f"  {T} s = {b}[bb + i * k];",
                f"  for (int j = i + 1; j < n; ++j) s -= {A('i', 'j')} * {X('j')};",
                f"  {X('i')} = s{div};",
                "}")
     return p
+
+
+def row_chunks(profile, n: int, forward: bool) -> list[tuple[int, int]]:
+    """Row ranges of a substitution, one dispatch each, so that none passes the profile's
+    loop limit (each row costs up to n iterations); a single range without one.
+
+    >>> row_chunks(None, 4, True), len(row_chunks(type("P", (), {"loop_limit": 65535}), 512, False))
+    ([(0, 4)], 6)
+    """
+    limit = getattr(profile, "loop_limit", 0) or 0
+    R = n if not limit or n * n // 2 + n <= limit * 3 // 4 else max(1, (limit * 3 // 4) // max(n, 1))
+    out = [(r, min(r + R, n)) for r in range(0, n, R)]
+    return out if forward else out[::-1]
 
 
 # --------------------------------------------------------------------------- Gaussian elimination
@@ -199,12 +417,15 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
     "private": one invocation per matrix, both in its own arrays.
 
     >>> ge_program("float", "lu", 1024, 32, "shared").meta.size
-    3
+    8
     """
     name = {"solve": "Solve", "pivots": "LuPivots", "lu": "Lu"}[mode]
     glob = store == "global"
     p = Program(name, local_size=PRIVATE_GROUP if store == "private" else H, alone=True)
-    p.meta = Meta(("n", 1), ("k", 1), ("batch", 1))
+    # steps [j0, j1) of the elimination, after loading the matrix where `load`, then the
+    # back substitution of rows [r0, r1): a large system in device memory is run as several
+    # dispatches of these ranges, each within a driver's loop limit
+    p.meta = Meta(("n", 1), ("k", 1), ("batch", 1), ("j0", 1), ("j1", 1), ("load", 1), ("r0", 1), ("r1", 1))
     co = "coherent " if glob else ""
     pivoting = mode != "lu"
     o = p.buffer("o", "int" if mode == "pivots" else (co if mode == "lu" else "") + T)
@@ -233,12 +454,12 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
     p.main("int w = n + k;",
            "int ab = mat * n * n; int wb = mat * n * w; int pb = mat * 2 * n;")
     if mode == "lu":
-        p.main(f"for (int r = l; r < n; r += {H}) {{",
+        p.main(f"if (load != 0) for (int r = l; r < n; r += {H}) {{",
                f"  int src = ab + {perm}[mat * n + r] * n;",
                f"  for (int c = 0; c < n; ++c) {R('r', 'c')} = {a}[src + c];",
                "}",
                bar,
-               "for (int j = 0; j < n; ++j) {",
+               "for (int j = j0; j < j1; ++j) {",
                f"  {T} piv = {R('j', 'j')};",
                f"  for (int i = j + 1 + l; i < n; i += {H}) {{",
                f"    {T} f = {R('i', 'j')} / piv;",
@@ -252,13 +473,13 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
         return p
     load_b = (f"  for (int c = 0; c < k; ++c) {R('r', 'n + c')} = {b}[mat * n * k + r * k + c];"
               if mode == "solve" else "")
-    p.main(f"for (int r = l; r < n; r += {H}) {{",
+    p.main(f"if (load != 0) for (int r = l; r < n; r += {H}) {{",
            f"  for (int c = 0; c < n; ++c) {R('r', 'c')} = {a}[ab + r * n + c];",
            load_b,
            f"  {PM(0, 'r')} = r;",
            "}",
            bar,
-           "for (int j = 0; j < n; ++j) {",
+           "for (int j = j0; j < j1; ++j) {",
            "  int cur = j & 1;",
            "  // every invocation finds the same pivot: the first largest |value| (LAPACK's)",
            f"  int p = j; {T} best = abs({R(PM('cur', 'j'), 'j')});",
@@ -279,7 +500,7 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
         X = lambda i: f"{o}[mat * n * k + ({i}) * k + c]"           # noqa: E731
         p.main("int fin = n & 1;",
                f"for (int c = l; c < k; c += {H}) {{",
-               "  for (int i = n - 1; i >= 0; --i) {",
+               "  for (int i = r1 - 1; i >= r0; --i) {",
                f"    int r = {PM('fin', 'i')};",
                f"    {T} s = {R('r', 'n + c')};",
                f"    for (int q = i + 1; q < n; ++q) s -= {R('r', 'q')} * {X('q')};",
@@ -300,8 +521,9 @@ def perm_program() -> Program:
     o = p.buffer("o", "int")
     piv = p.buffer("piv", "int", readonly=True)
     p.main("uint g = gidx();",
-           f"if (g >= uint({p.m('batch')})) return;",
-           f"int n = {p.m('n')}; int base = int(g) * n;",
+           f"int n = {p.m('n')}; uint batch = uint({p.m('batch')});",
+           "if (g >= batch) return;",
+           "int base = int(g) * n;",
            f"for (int i = 0; i < n; ++i) {o}[base + i] = i;",
            "for (int j = 0; j < n; ++j) {",
            f"  int q = clamp({piv}[base + j], 0, n - 1);",
@@ -377,16 +599,21 @@ def _check_limit(profile, op, n: int, k: int, H: int) -> None:
 
 
 def scratch_bytes(node, profile=None, **_) -> int:
-    """Device memory for eliminations too large for shared memory: the working [A | B]
-    and its two row maps per matrix (Lu works in its output).
+    """Device memory for eliminations too large for shared memory (the working [A | B]
+    and its two row maps per matrix; Lu works in its output) and for the blocked
+    Cholesky (`_chol_scratch`).
 
     >>> from types import SimpleNamespace as NS
     >>> import numpy as np
     >>> x = NS(shape=(2, 100, 100), dtype=np.float32)
     >>> scratch_bytes(NS(op=OpKind.LuPivots, inputs=[x], shape=(2, 100))), \\
-    ...     scratch_bytes(NS(op=OpKind.Cholesky, inputs=[x], shape=(2, 100, 100)))
-    (81920, 0)
+    ...     scratch_bytes(NS(op=OpKind.Cholesky, inputs=[x], shape=(2, 100, 100), dtype=x.dtype))
+    (81920, 205056)
     """
+    if node.op is OpKind.Cholesky:
+        n = node.shape[-1]
+        batch = _batch(node.shape, 2)
+        return _chol_scratch(batch, n, dt.itemsize(node.dtype))[-1] if n > BLOCKED_MIN and batch else 0
     if node.op not in (OpKind.Solve, OpKind.LuPivots):
         return 0
     T, n, k, mode, LS, glob = _ge_plan(node)
@@ -419,6 +646,9 @@ def lower(node, ins, out, ctx) -> None:
     n = x.shape[-1]
     batch = _batch(x.shape, 2)
     prof = ctx.profile
+    if op is OpKind.Cholesky and n > BLOCKED_MIN:
+        _chol_blocked(x, out, ctx, T, n, batch)
+        return
     if op is OpKind.Cholesky:
         fits = shared_fits(n * n, dt.itemsize(x.dtype))
         store = _store(prof, op, n, 0, fits, dt.itemsize(x.dtype))
@@ -431,14 +661,16 @@ def lower(node, ins, out, ctx) -> None:
     if op is OpKind.TriangularSolve:
         kk = node.shape[-1]
         a = node.attrs
-        _check_limit(prof, op, n, kk, 1)
         k = ctx.kernel(trsm_program(T, bool(a["lower"]), bool(a["trans"]), bool(a["unit"])))
-        ctx.dispatch(k, {"n": n, "k": kk, "total": batch * kk}, [out, x, ins[1]], threads=batch * kk)
+        for r0, r1 in row_chunks(prof, n, bool(a["lower"]) != bool(a["trans"])):
+            ctx.dispatch(k, {"n": n, "k": kk, "total": batch * kk, "r0": r0, "r1": r1}, [out, x, ins[1]],
+                         threads=batch * kk)
         return
     T, n, k, mode, LS, glob = _ge_plan(node)
     store = _store(prof, op, n, k, not glob, dt.itemsize(x.dtype))
     H = workgroup(n)
-    _check_limit(prof, op, n, k, 1 if store == "private" else H)
+    if not glob:
+        _check_limit(prof, op, n, k, 1 if store == "private" else H)
     views = [out, *ins]
     if glob and mode != "lu":
         isz = dt.itemsize(x.dtype)
@@ -449,4 +681,29 @@ def lower(node, ins, out, ctx) -> None:
     prog = ge_program(T, mode, 0 if glob else (_round(n * (n + k), 64) if store == "private" else LS), H,
                       store, 0 if glob else _pow2(n))
     groups = -(-batch // PRIVATE_GROUP) if store == "private" else batch
-    ctx.dispatch(ctx.kernel(prog), {"n": n, "k": k, "batch": batch}, views, groups=groups)
+    kern = ctx.kernel(prog)
+    for rng in ge_chunks(prof, mode, n, k, H) if glob else [dict(j0=0, j1=n, load=1, r0=0, r1=n)]:
+        ctx.dispatch(kern, {"n": n, "k": k, "batch": batch, **rng}, views, groups=groups)
+
+
+def ge_chunks(profile, mode: str, n: int, k: int, H: int) -> list[dict]:
+    """The dispatches of an elimination in device memory: ranges of steps, then (solve)
+    ranges of back-substitution rows, each within the profile's loop limit (one dispatch
+    without one).
+
+    >>> len(ge_chunks(None, "solve", 512, 1, 256)), len(ge_chunks(type("P", (), {"loop_limit": 65535}), "solve", 512, 1, 256)) > 2
+    (1, True)
+    """
+    limit = getattr(profile, "loop_limit", 0) or 0
+    if not limit:
+        return [dict(j0=0, j1=n, load=1, r0=0, r1=n)]
+    budget = limit * 3 // 4
+    rows = -(-n // H)
+    w = n + k
+    per_step = n + rows * w + rows + 2
+    J = max(1, (budget - 2 * rows * w) // per_step)
+    out = [dict(j0=j, j1=min(j + J, n), load=int(j == 0), r0=0, r1=0) for j in range(0, n, J)]
+    if mode == "solve" and k:
+        Rr = max(1, budget // (n * -(-k // H) + 1))
+        out += [dict(j0=n, j1=n, load=0, r0=max(r - Rr, 0), r1=r) for r in range(n, 0, -Rr)]
+    return out
