@@ -146,3 +146,13 @@ def test_errors():
         sl.cho_solve(vnp.eye(3), vnp.ones(3))
     with pytest.raises(ShapeError, match="cho_solve: c must be a square matrix"):
         sl.cho_solve((vnp.ones((3, 2)), True), vnp.ones(3))
+
+
+def test_lu_factor_of_a_large_matrix_stepwise():
+    """Past 128 rows an elimination in device memory runs one step per dispatch pair."""
+    a = well(140, 140)[R.permutation(140)] * 4 + R.uniform(-0.5, 0.5, (140, 140))
+    lu_, piv = sl.lu_factor(v(a))
+    assert np.asarray(piv).tolist() == getrf_pivots(a)
+    F = np.asarray(lu_)
+    p = sl.lu(v(a), p_indices=True)[0]
+    close((np.tril(F, -1) + np.eye(140)) @ np.triu(F), a[np.argsort(np.asarray(p))], F64, 100)

@@ -368,6 +368,7 @@ def trsm_program(T: str, lower: bool, trans: bool, unit: bool) -> Program:
     b = p.buffer("bmat", T, readonly=True)
     A = (lambda i, j: f"{a}[ab + ({j}) * n + ({i})]") if trans else (lambda i, j: f"{a}[ab + ({i}) * n + ({j})]")  # noqa: E731
     X = lambda i: f"{o}[bb + ({i}) * k]"                            # noqa: E731
+    Bi = lambda i: f"{b}[bb + {i} * k]"                              # noqa: E731
     div = "" if unit else f" / {A('i', 'i')}"
     p.main("uint g = gidx();",
            f"int n = {p.m('n')}; int k = {p.m('k')}; uint total = uint({p.m('total')});",
@@ -377,13 +378,13 @@ def trsm_program(T: str, lower: bool, trans: bool, unit: bool) -> Program:
            "int ab = mat * n * n; int bb = mat * n * k + c;")
     if lower != trans:      # op(A) is lower triangular: forward substitution
         p.main("for (int i = r0; i < r1; ++i) {",
-               f"  {T} s = {b}[bb + i * k];",
+               f"  {T} s = {Bi('i')};",
                f"  for (int j = 0; j < i; ++j) s -= {A('i', 'j')} * {X('j')};",
                f"  {X('i')} = s{div};",
                "}")
     else:
         p.main("for (int i = r1 - 1; i >= r0; --i) {",
-               f"  {T} s = {b}[bb + i * k];",
+               f"  {T} s = {Bi('i')};",
                f"  for (int j = i + 1; j < n; ++j) s -= {A('i', 'j')} * {X('j')};",
                f"  {X('i')} = s{div};",
                "}")
@@ -508,6 +509,118 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
                "  }",
                "}")
     return p
+
+
+# --------------------------------------------------------------------------- stepwise elimination
+
+STEP_MIN = 128     # eliminations of larger matrices in device memory run one step per dispatch
+
+
+@lru_cache(maxsize=16)
+def ge_pivot_program(T: str, pivots: bool, H: int) -> Program:
+    """Step j's pivot, one workgroup per matrix: the first largest |value| of column j
+    among the logical rows j.. (a shared-memory reduction), the next row map, and for
+    LuPivots the interchange itself."""
+    p = Program("LuPivots_step" if pivots else "Solve_pivot", local_size=H, alone=True)
+    p.meta = Meta(("n", 1), ("w", 1), ("j", 1), ("batch", 1))
+    if pivots:
+        o = p.buffer("o", "int")
+    W = p.buffer("work", T, readonly=True)
+    pm = p.buffer("pm", "int")
+    sv, si = p.shared("sv", T, H), p.shared("si", "int", H)
+    bar = "memoryBarrierShared(); barrier();"
+    R = lambda r, c: f"{W}[wb + ({r}) * w + ({c})]"                # noqa: E731
+    PM = lambda q, i: f"{pm}[pb + ({q}) * n + ({i})]"              # noqa: E731
+    p.main(f"int n = {p.m('n')}; int w = {p.m('w')}; int j = {p.m('j')}; uint batch = uint({p.m('batch')});",
+           "if (group_id() >= batch) return;",
+           "int mat = int(group_id()); int l = int(lidx()); int wb = mat * n * w; int pb = mat * 2 * n;",
+           "int cur = j & 1;",
+           f"{T} best = {T}(-1); int bi = n;",
+           f"for (int i = j + l; i < n; i += {H}) {{ {T} v = abs({R(PM('cur', 'i'), 'j')}); if (v > best) {{ best = v; bi = i; }} }}",
+           f"{sv}[l] = best; {si}[l] = bi;",
+           bar,
+           f"for (int s = {H // 2}; s > 0; s >>= 1) {{",
+           f"  if (l < s) {{ {T} v = {sv}[l + s]; int i2 = {si}[l + s];",
+           f"    if (v > {sv}[l] || (v == {sv}[l] && i2 < {si}[l])) {{ {sv}[l] = v; {si}[l] = i2; }} }}",
+           f"  {bar}",
+           "}",
+           f"int p = {si}[0]; if (p >= n) p = j;    // a column of nan: no interchange",
+           f"int pr = {PM('cur', 'p')}; int jr = {PM('cur', 'j')};",
+           f"for (int i = l; i < n; i += {H}) {PM('1 - cur', 'i')} = i == j ? pr : (i == p ? jr : {PM('cur', 'i')});",
+           *([f"if (l == 0) {o}[mat * n + j] = p;"] if pivots else []))
+    return p
+
+
+@lru_cache(maxsize=16)
+def ge_elim_program(T: str, pivoting: bool) -> Program:
+    """Step j's update of the trailing rows and columns, one invocation per element:
+    row i -= (its column-j value / the pivot's) * the pivot row; column j is only read
+    (Lu's multipliers are stored by `ge_scale_program` after the step)."""
+    p = Program("Solve_step" if pivoting else "Lu_step", alone=True)
+    p.meta = Meta(("n", 1), ("w", 1), ("j", 1), ("total", 1), ("ext", 2), ("div", 4))
+    W = p.buffer("work", T)
+    if pivoting:
+        pm = p.buffer("pm", "int", readonly=True)
+    p.main("uint e = gidx();",
+           f"int n = {p.m('n')}; int w = {p.m('w')}; int j = {p.m('j')}; uint total = uint({p.m('total')});",
+           *_split(p, "e", ("mat", "ii", "cc"), "div"),
+           "if (e >= total) return;",
+           "int i = j + 1 + int(ii); int c = j + 1 + int(cc); int wb = int(mat) * n * w;")
+    if pivoting:
+        p.main("int nxt = 1 - (j & 1); int pb = int(mat) * 2 * n;",
+               f"int r = {pm}[pb + nxt * n + i]; int pr = {pm}[pb + nxt * n + j];")
+    else:
+        p.main("int r = i; int pr = j;")
+    p.main(f"{W}[wb + r * w + c] -= {W}[wb + r * w + j] / {W}[wb + pr * w + j] * {W}[wb + pr * w + c];")
+    return p
+
+
+@lru_cache(maxsize=16)
+def ge_scale_program(T: str) -> Program:
+    """Lu's multipliers of step j: column j below the diagonal over the pivot."""
+    p = Program("Lu_scale", alone=True)
+    p.meta = Meta(("n", 1), ("j", 1), ("total", 1), ("ext", 1), ("div", 2))
+    W = p.buffer("o", T)
+    p.main("uint e = gidx();",
+           f"int n = {p.m('n')}; int j = {p.m('j')}; uint total = uint({p.m('total')});",
+           *_split(p, "e", ("mat", "ii"), "div"),
+           "if (e >= total) return;",
+           "int base = int(mat) * n * n; int i = j + 1 + int(ii);",
+           f"{W}[base + i * n + j] /= {W}[base + j * n + j];")
+    return p
+
+
+def _ge_stepwise(ctx, mode: str, T: str, n: int, k: int, batch: int, views, load) -> None:
+    """A large elimination in device memory, one step per dispatch pair: the pivot (one
+    workgroup per matrix) and the trailing update (one invocation per element, every core
+    busy), then (Solve) the back substitution in row ranges."""
+    w = n + k
+    H = 256
+    work = views[0] if mode == "lu" else views[-2]
+    pm = None if mode == "lu" else views[-1]
+    ctx.dispatch(load, {"n": n, "k": k, "batch": batch, "j0": 0, "j1": 0, "load": 1, "r0": 0, "r1": 0},
+                 views, groups=batch)
+    if mode != "lu":
+        piv = ctx.kernel(ge_pivot_program(T, mode == "pivots", H))
+    elim = ctx.kernel(ge_elim_program(T, mode != "lu"))
+    scale = ctx.kernel(ge_scale_program(T)) if mode == "lu" else None
+    for j in range(n):
+        if mode != "lu":
+            ctx.dispatch(piv, {"n": n, "w": w, "j": j, "batch": batch},
+                         ([views[0]] if mode == "pivots" else []) + [work, pm], groups=batch)
+        rows, cols = n - j - 1, w - j - 1
+        if rows and cols:
+            tot = batch * rows * cols
+            ctx.dispatch(elim, {"n": n, "w": w, "j": j, "total": tot, **_divs(batch, rows, cols)},
+                         [work] + ([pm] if mode != "lu" else []), threads=tot)
+        if mode == "lu" and rows:
+            ctx.dispatch(scale, {"n": n, "j": j, "total": batch * rows, **_divs(batch, rows)}, [work],
+                         threads=batch * rows)
+    if mode == "solve":
+        for rng in ge_chunks(ctx.profile, mode, n, k, H):
+            if rng["r1"] > rng["r0"]:
+                ctx.dispatch(load, {"n": n, "k": k, "batch": batch, **dict(rng, j0=n, j1=n, load=0)},
+                             views, groups=batch)
 
 
 # --------------------------------------------------------------------------- pivots to permutation
@@ -682,6 +795,9 @@ def lower(node, ins, out, ctx) -> None:
                       store, 0 if glob else _pow2(n))
     groups = -(-batch // PRIVATE_GROUP) if store == "private" else batch
     kern = ctx.kernel(prog)
+    if glob and n > STEP_MIN:
+        _ge_stepwise(ctx, mode, T, n, k, batch, views, kern)
+        return
     for rng in ge_chunks(prof, mode, n, k, H) if glob else [dict(j0=0, j1=n, load=1, r0=0, r1=n)]:
         ctx.dispatch(kern, {"n": n, "k": k, "batch": batch, **rng}, views, groups=groups)
 
