@@ -156,3 +156,27 @@ def test_lu_factor_of_a_large_matrix_stepwise():
     F = np.asarray(lu_)
     p = sl.lu(v(a), p_indices=True)[0]
     close((np.tril(F, -1) + np.eye(140)) @ np.triu(F), a[np.argsort(np.asarray(p))], F64, 100)
+
+
+def expm_ref(a):
+    """Taylor series of a / 2^s (30 terms), squared s times, in float64."""
+    s = max(0, int(np.ceil(np.log2(max(np.abs(a).sum(0).max(), 1e-30))))) + 2
+    x, r, t = a / 2.0 ** s, np.eye(len(a)), np.eye(len(a))
+    for k in range(1, 30):
+        t = t @ x / k
+        r = r + t
+    for _ in range(s):
+        r = r @ r
+    return r
+
+
+def test_expm():
+    a = R.normal(size=(3, 4, 4)) * np.array([0.1, 1.0, 20.0])[:, None, None]   # 0 to 7 squarings
+    got = np.asarray(sl.expm(v(a)))
+    for g, x in zip(got, a):
+        np.testing.assert_allclose(g, expm_ref(x), rtol=1e-12 * np.abs(expm_ref(x)).max(), atol=1e-12 * np.abs(expm_ref(x)).max())
+    close(sl.expm(v(np.zeros((2, 2)))), np.eye(2))
+    close(sl.expm(v(np.diag([1.0, -2.0]))), np.diag(np.exp([1.0, -2.0])), F64, 10)
+    close(sl.expm(v(a[1], F32)), expm_ref(a[1]), F32, 10)
+    with pytest.raises(ShapeError, match="expm: a must be a square matrix"):
+        sl.expm(vnp.ones((2, 3)))

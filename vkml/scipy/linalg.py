@@ -6,11 +6,11 @@
 >>> linalg.solve_triangular(vnp.asarray([[2.0, 1.0], [0.0, 1.0]]), vnp.asarray([3.0, 1.0])).numpy().tolist()
 [1.0, 1.0]
 """
-from ..linalg.factor import (cho_factor, cho_solve, cholesky as _cholesky, det, inv, lu, lu_factor,
+from ..linalg.factor import (cho_factor, cho_solve, cholesky as _cholesky, det, expm, inv, lu, lu_factor,
                              lu_solve, solve as _solve, solve_triangular)
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "lu_factor", "lu_solve", "lu", "cholesky",
-           "det", "inv", "solve"]
+           "det", "inv", "solve", "expm"]
 
 
 def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
