@@ -623,6 +623,171 @@ def _ge_stepwise(ctx, mode: str, T: str, n: int, k: int, batch: int, views, load
                              views, groups=batch)
 
 
+# --------------------------------------------------------------------------- blocked solve
+
+LU_NB = 32     # the panel width of the blocked elimination
+
+
+@lru_cache(maxsize=16)
+def lu_panel_program(T: str, H: int) -> Program:
+    """One workgroup per matrix eliminates the panel's columns [k, k + b) of [A | B] with
+    partial pivoting over every row below (a shared-memory reduction per column), keeping
+    the multipliers in the panel (L21, L11) and updating the panel's columns only."""
+    p = Program("Solve_panel", local_size=H, alone=True)
+    p.meta = Meta(("n", 1), ("w", 1), ("k", 1), ("b", 1), ("batch", 1))
+    W = p.buffer("work", "coherent " + T)
+    pm = p.buffer("pm", "coherent int")
+    sv, si = p.shared("sv", T, H), p.shared("si", "int", H)
+    sbar = "memoryBarrierShared(); barrier();"
+    bar = "memoryBarrier(); barrier();"
+    R = lambda r, c: f"{W}[wb + ({r}) * w + ({c})]"                # noqa: E731
+    PM = lambda q, i: f"{pm}[pb + ({q}) * n + ({i})]"              # noqa: E731
+    p.main(f"int n = {p.m('n')}; int w = {p.m('w')}; int k = {p.m('k')}; int b = {p.m('b')}; "
+           f"uint batch = uint({p.m('batch')});",
+           "if (group_id() >= batch) return;",
+           "int mat = int(group_id()); int l = int(lidx()); int wb = mat * n * w; int pb = mat * 2 * n;",
+           "for (int j = k; j < k + b; ++j) {",
+           "  int cur = j & 1;",
+           f"  {T} best = {T}(-1); int bi = n;",
+           f"  for (int i = j + l; i < n; i += {H}) {{ {T} v = abs({R(PM('cur', 'i'), 'j')}); if (v > best) {{ best = v; bi = i; }} }}",
+           f"  {sv}[l] = best; {si}[l] = bi;",
+           f"  {sbar}",
+           f"  for (int s = {H // 2}; s > 0; s >>= 1) {{",
+           f"    if (l < s) {{ {T} v = {sv}[l + s]; int i2 = {si}[l + s];",
+           f"      if (v > {sv}[l] || (v == {sv}[l] && i2 < {si}[l])) {{ {sv}[l] = v; {si}[l] = i2; }} }}",
+           f"    {sbar}",
+           "  }",
+           f"  int p = {si}[0]; if (p >= n) p = j;",
+           f"  int pr = {PM('cur', 'p')}; int jr = {PM('cur', 'j')};",
+           f"  for (int i = l; i < n; i += {H}) {PM('1 - cur', 'i')} = i == j ? pr : (i == p ? jr : {PM('cur', 'i')});",
+           f"  {bar}",
+           f"  {T} piv = {R('pr', 'j')};",
+           f"  for (int i = j + 1 + l; i < n; i += {H}) {{",
+           f"    int r = {PM('1 - cur', 'i')};",
+           f"    {T} f = {R('r', 'j')} / piv;",
+           f"    {R('r', 'j')} = f;",
+           f"    for (int c = j + 1; c < k + b; ++c) {R('r', 'c')} -= f * {R('pr', 'c')};",
+           "  }",
+           f"  {bar}",
+           "}")
+    return p
+
+
+@lru_cache(maxsize=16)
+def lu_rowblock_program(T: str) -> Program:
+    """U12 = L11^-1 A12: one invocation per column right of the panel substitutes down the
+    panel's b rows (unit lower L11 from the panel's multipliers), in place."""
+    p = Program("Solve_rowblock", alone=True)
+    p.meta = Meta(("n", 1), ("w", 1), ("k", 1), ("b", 1), ("total", 1))
+    W = p.buffer("work", T)
+    pm = p.buffer("pm", "int", readonly=True)
+    p.main(f"int n = {p.m('n')}; int w = {p.m('w')}; int k = {p.m('k')}; int b = {p.m('b')}; "
+           f"uint total = uint({p.m('total')});",
+           "uint e = gidx();",
+           "if (e >= total) return;",
+           "int N = w - k - b; int mat = int(e) / N; int c = k + b + int(e) - mat * N;",
+           "int wb = mat * n * w; int pb = mat * 2 * n; int fin = (k + b) & 1;",
+           "for (int t = 1; t < b; ++t) {",
+           f"  int rt = {pm}[pb + fin * n + k + t];",
+           f"  {T} s = {W}[wb + rt * w + c];",
+           f"  for (int q = 0; q < t; ++q) s -= {W}[wb + rt * w + k + q] * {W}[wb + {pm}[pb + fin * n + k + q] * w + c];",
+           f"  {W}[wb + rt * w + c] = s;",
+           "}")
+    return p
+
+
+@lru_cache(maxsize=32)
+def lu_move_program(T: str, what: str) -> Program:
+    """The blocks of one panel step between [A | B] (rows through the row map) and
+    contiguous, padded buffers: "l21" (rows k+b.., the panel's columns) and "u12" (the
+    panel's rows, columns k+b..) gathered with zeros past their extent, "update" the
+    trailing block minus the MatMul's product."""
+    p = Program({"l21": "Solve_gather_l", "u12": "Solve_gather_u", "update": "Solve_update"}[what], alone=True)
+    p.meta = Meta(("n", 1), ("w", 1), ("k", 1), ("b", 1), ("rows", 1), ("cols", 1), ("total", 1),
+                  ("ext", 2), ("div", 4))
+    if what == "update":
+        W = p.buffer("work", T)
+        c_ = p.buffer("prod", T, readonly=True)
+    else:
+        c_ = p.buffer("cont", T)
+        W = p.buffer("work", T, readonly=True)
+    pm = p.buffer("pm", "int", readonly=True)
+    p.main(f"int n = {p.m('n')}; int w = {p.m('w')}; int k = {p.m('k')}; int b = {p.m('b')}; "
+           f"int rows = {p.m('rows')}; int cols = {p.m('cols')}; uint total = uint({p.m('total')});",
+           "uint e = gidx();",
+           *_split(p, "e", ("mat", "ri", "ci"), "div"),
+           "if (e >= total) return;",
+           "int wb = int(mat) * n * w; int pb = int(mat) * 2 * n; int fin = (k + b) & 1;",
+           "bool inside = int(ri) < rows && int(ci) < cols;")
+    if what == "l21":
+        p.main(f"int r = inside ? {pm}[pb + fin * n + k + b + int(ri)] : 0;",
+               f"{c_}[e] = inside ? {W}[wb + r * w + k + int(ci)] : {T}(0);")
+    elif what == "u12":
+        p.main(f"int r = inside ? {pm}[pb + fin * n + k + int(ri)] : 0;",
+               f"{c_}[e] = inside ? {W}[wb + r * w + k + b + int(ci)] : {T}(0);")
+    else:
+        p.main("if (inside) {",
+               f"  int r = {pm}[pb + fin * n + k + b + int(ri)];",
+               f"  {W}[wb + r * w + k + b + int(ci)] -= {c_}[e];",
+               "}")
+    return p
+
+
+def _lu_scratch(batch: int, n: int, k: int, isz: int) -> tuple[int, int, int, int]:
+    """Offsets past the elimination's own scratch of the L21 copy, the U12 copy, the
+    product, and the total."""
+    mp = _padded(max(n - LU_NB, 0))
+    np_ = _padded(max(n + k - LU_NB, 0))
+    l21 = _round(batch * mp * LU_NB * isz, 256)
+    u12 = _round(batch * LU_NB * np_ * isz, 256)
+    prod = _round(batch * mp * np_ * isz, 256)
+    return 0, l21, l21 + u12, l21 + u12 + prod
+
+
+def _solve_blocked(ctx, T: str, n: int, k: int, batch: int, views, load, base: int) -> None:
+    """Right-looking blocked elimination of [A | B] with partial pivoting: per panel of
+    LU_NB columns the panel (one workgroup per matrix), U12 = L11^-1 A12, and the trailing
+    update A22 -= L21 U12 as a batched MatMul; then the back substitution."""
+    from types import SimpleNamespace
+    from .matmul import lower as matmul_lower
+    w = n + k
+    H = 256
+    work, pm = views[-2], views[-1]
+    isz = dt.itemsize(work.dtype)
+    _, u_at, p_at, _ = _lu_scratch(batch, n, k, isz)
+    sc = ctx.scratch
+    ctx.dispatch(load, {"n": n, "k": k, "batch": batch, "j0": 0, "j1": 0, "load": 1, "r0": 0, "r1": 0},
+                 views, groups=batch)
+    panel = ctx.kernel(lu_panel_program(T, H))
+    rowblock = ctx.kernel(lu_rowblock_program(T))
+    gl, gu, upd = (ctx.kernel(lu_move_program(T, x)) for x in ("l21", "u12", "update"))
+    for kk in range(0, n, LU_NB):
+        b = min(LU_NB, n - kk)
+        m, N = n - kk - b, w - kk - b
+        mv = {"n": n, "w": w, "k": kk, "b": b}
+        ctx.dispatch(panel, {**mv, "batch": batch}, [work, pm], groups=batch)
+        if N == 0:
+            break
+        ctx.dispatch(rowblock, {**mv, "total": batch * N}, [work, pm], threads=batch * N)
+        if m == 0:
+            continue
+        mp, Np = _padded(m), _padded(N)
+        L21 = sc.sub(base, batch * mp * b * isz, (batch, mp, b), work.dtype)
+        U12 = sc.sub(base + u_at, batch * b * Np * isz, (batch, b, Np), work.dtype)
+        P = sc.sub(base + p_at, batch * mp * Np * isz, (batch, mp, Np), work.dtype)
+        ctx.dispatch(gl, {**mv, "rows": m, "cols": b, "total": batch * mp * b, **_divs(batch, mp, b)},
+                     [L21, work, pm], threads=batch * mp * b)
+        ctx.dispatch(gu, {**mv, "rows": b, "cols": N, "total": batch * b * Np, **_divs(batch, b, Np)},
+                     [U12, work, pm], threads=batch * b * Np)
+        matmul_lower(SimpleNamespace(shape=(batch, mp, Np), dtype=work.dtype), [L21, U12], P, ctx)
+        ctx.dispatch(upd, {**mv, "rows": m, "cols": N, "total": batch * mp * Np, **_divs(batch, mp, Np)},
+                     [work, P, pm], threads=batch * mp * Np)
+    for rng in ge_chunks(ctx.profile, "solve", n, k, H):
+        if rng["r1"] > rng["r0"]:
+            ctx.dispatch(load, {"n": n, "k": k, "batch": batch, **dict(rng, j0=n, j1=n, load=0)},
+                         views, groups=batch)
+
+
 # --------------------------------------------------------------------------- pivots to permutation
 
 
@@ -733,8 +898,14 @@ def scratch_bytes(node, profile=None, **_) -> int:
     batch = _batch(node.inputs[0].shape, 2)
     if not glob or batch * n == 0:
         return 0
-    fb = batch * n * (n + k) * dt.itemsize(node.inputs[0].dtype)
-    return _round(fb, 256) + _round(batch * 2 * n * 4, 256)
+    isz = dt.itemsize(node.inputs[0].dtype)
+    own = _ge_scratch(batch, n, k, isz)
+    return own + (_lu_scratch(batch, n, k, isz)[-1] if mode == "solve" and n > STEP_MIN else 0)
+
+
+def _ge_scratch(batch: int, n: int, k: int, isz: int) -> int:
+    """Bytes of an elimination's working [A | B] and row maps in device memory."""
+    return _round(batch * n * (n + k) * isz, 256) + _round(batch * 2 * n * 4, 256)
 
 
 def lower(node, ins, out, ctx) -> None:
@@ -795,6 +966,9 @@ def lower(node, ins, out, ctx) -> None:
                       store, 0 if glob else _pow2(n))
     groups = -(-batch // PRIVATE_GROUP) if store == "private" else batch
     kern = ctx.kernel(prog)
+    if glob and n > STEP_MIN and mode == "solve":
+        _solve_blocked(ctx, T, n, k, batch, views, kern, _ge_scratch(batch, n, k, dt.itemsize(x.dtype)))
+        return
     if glob and n > STEP_MIN:
         _ge_stepwise(ctx, mode, T, n, k, batch, views, kern)
         return
