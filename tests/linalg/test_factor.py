@@ -176,9 +176,9 @@ def test_solve_shape_errors():
 
 def test_large_systems_past_one_kernels_loop_budget():
     """Systems whose elimination passes one dispatch's loop budget on a driver with a loop
-    limit (lavapipe's) run as several dispatches; a Cholesky past 64 is blocked (MatMuls);
-    a triangular solve past it runs as row ranges."""
-    a, b = well(240, 240), R.normal(size=(240, 2))
+    limit (lavapipe's) run as several dispatches: a solve past 128 rows and a Cholesky past
+    64 are blocked (MatMuls for the trailing updates), a triangular solve runs as row ranges."""
+    a, b = well(240, 240)[R.permutation(240)], R.normal(size=(240, 2))     # every step pivots
     close(la.solve(v(a, F32), v(b, F32)), np.linalg.solve(a, b), F32, 10)
     s = spd(2, 130, 130)
     close(la.cholesky(v(s, F32)), np.linalg.cholesky(s), F32, 10)
