@@ -37,9 +37,10 @@ __all__ = ["cholesky", "solve", "inv", "det", "slogdet", "matrix_power", "Slogde
 # --------------------------------------------------------------------------- helpers
 
 def _float(name: str, x: Any) -> Array:
+    """x as float32 or float64: integers, bools and other floats become float32."""
     x = vnp.asarray(x)
-    if not dt.is_float(x.dtype):
-        if x.dtype not in (dt.int32, dt.bool_):
+    if x.dtype not in (dt.float32, dt.float64):
+        if not dt.is_float(x.dtype) and x.dtype not in (dt.int32, dt.bool_):
             raise TypeError(f"{name}: dtype {x.dtype} is not supported")
         x = x.astype(dt.float32)
     return x

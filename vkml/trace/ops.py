@@ -792,6 +792,9 @@ _declare(OpKind.SliceBackward, arity=1, attrs=("shape", "starts", "stops", "step
 
 # --------------------------------------------------------------------------- linear algebra
 
+# the factorisations compute in float32 or float64 only (the surface widens other floats)
+_LINALG = (dt.float32, dt.float64)
+
 
 def _square(op, s):
     if len(s) < 2 or s[-1] != s[-2]:
@@ -838,38 +841,46 @@ def _lu_shape(s, a):
     return tuple(m)
 
 
+def _linalg_same(op):
+    def rule(d, a):
+        _same(op, d)
+        _need(op, d, _LINALG)
+        return np.dtype(d[0])
+    return rule
+
+
 def _lu_dtype(d, a):
-    _need("Lu", d[:1], dt.FLOATS)
+    _need("Lu", d[:1], _LINALG)
     _need("Lu", d[1:], (dt.int32,), "permutation")
     return np.dtype(d[0])
 
 
 def _pivots_dtype(d, a):
-    _need("LuPivots", d, dt.FLOATS)
+    _need("LuPivots", d, _LINALG)
     return dt.int32
 
 
 _declare(OpKind.Cholesky, arity=1, attrs=(), shape_rule=_square_shape("Cholesky"),
-         dtype_rule=_unary_dtype("Cholesky", dt.FLOATS), dtypes=dt.FLOATS, kernel="linalg",
+         dtype_rule=_unary_dtype("Cholesky", _LINALG), dtypes=_LINALG, kernel="linalg",
          grad=Grad.RULE,
          doc="The lower Cholesky factor L (L L^T = S, zeros above the diagonal) of each matrix "
              "S whose lower triangle is the input's (the upper triangle is not read). A matrix "
              "that is not positive definite (a pivot <= 0 or nan) gives a matrix of nan, as JAX.",
          family="linalg")
 _declare(OpKind.TriangularSolve, arity=2, attrs=("lower", "trans", "unit"),
-         shape_rule=_solve_shape("TriangularSolve"), dtype_rule=_float_same("TriangularSolve"),
-         dtypes=dt.FLOATS, kernel="linalg", grad=Grad.RULE,
+         shape_rule=_solve_shape("TriangularSolve"), dtype_rule=_linalg_same("TriangularSolve"),
+         dtypes=_LINALG, kernel="linalg", grad=Grad.RULE,
          doc="X with op(A) X = B for each triangular A (..., n, n) and B (..., n, k) of the same "
              "batch: op(A) is A, or A^T when `trans`; only A's `lower` (else upper) triangle is "
              "read, and its diagonal taken as ones when `unit`. A zero pivot gives inf/nan.",
          family="linalg")
 _declare(OpKind.Solve, arity=2, attrs=(), shape_rule=_solve_shape("Solve"),
-         dtype_rule=_float_same("Solve"), dtypes=dt.FLOATS, kernel="linalg", grad=Grad.RULE,
+         dtype_rule=_linalg_same("Solve"), dtypes=_LINALG, kernel="linalg", grad=Grad.RULE,
          doc="X with A X = B for each A (..., n, n) and B (..., n, k) of the same batch, by "
              "Gaussian elimination with partial pivoting (LAPACK's pivot choice). A singular A "
              "gives inf/nan.", family="linalg")
 _declare(OpKind.LuPivots, arity=1, attrs=(), shape_rule=_pivots_shape, dtype_rule=_pivots_dtype,
-         dtypes=dt.FLOATS, kernel="linalg", grad=Grad.DISCONTINUOUS,
+         dtypes=_LINALG, kernel="linalg", grad=Grad.DISCONTINUOUS,
          doc="The row interchanges of LU factorisation with partial pivoting, as LAPACK's getrf "
              "(and JAX's `pivots`), 0-based: at step j row j was swapped with row out[j] >= j "
              "(the first of largest magnitude in column j).", family="linalg")
@@ -879,7 +890,7 @@ _declare(OpKind.LuPivotsToPermutation, arity=1, attrs=(), shape_rule=_perm_shape
          doc="The permutation perm that the row interchanges `pivots` (LuPivots) make of "
              "0..n-1: a[perm] = L U, as JAX's lu_pivots_to_permutation.", family="linalg")
 _declare(OpKind.Lu, arity=2, attrs=(), shape_rule=_lu_shape, dtype_rule=_lu_dtype,
-         dtypes=dt.FLOATS, kernel="linalg", grad=Grad.RULE,
+         dtypes=_LINALG, kernel="linalg", grad=Grad.RULE,
          doc="LU factorisation without pivoting of the rows a[perm] (perm from LuPivots, so that "
              "it is LU with partial pivoting), packed: the strict lower triangle is L's (unit "
              "diagonal implied), the upper triangle U's; a[perm] = L U. A zero pivot gives "
