@@ -593,6 +593,10 @@ OP_EXCLUDED = {
     OpKind.SliceBackward: "the adjoint of Slice, made by its gradient rule only",
     OpKind.Scan: "a loop over a traced body: vkml.lax.scan, tests/lax/test_control.py",
     OpKind.Part: "a result of a Scan: vkml.lax.scan, tests/lax/test_control.py",
+    **{k: "matrices (..., n, n) only: no 0-d form; size-1, batched and empty-batch cases in "
+          "tests/ops/cases_linalg.py, the surface in tests/linalg"
+       for k in (OpKind.Cholesky, OpKind.TriangularSolve, OpKind.Solve, OpKind.LuPivots,
+                 OpKind.LuPivotsToPermutation, OpKind.Lu)},
     OpKind.ArgSort: "needs its axis and order attributes: 0-d and size-0 through vnp.argsort "
                     "in tests/test_numpy_sorting.py, size-0 kernel cases in tests/ops/cases_sort.py",
 }

@@ -37,6 +37,14 @@ SR_IDX = vnp.asarray([2, 0, 2, -1, 1, 7], np.int32)
 POOL_X = vnp.asarray(R.permutation(2 * 2 * 4 * 4).reshape(2, 2, 4, 4) * 0.37, F64)
 
 EXPAND_W = vnp.asarray(R.normal(size=(2, 3, 4)), F64)
+# a batch of two 3x3 matrices near 3 I (well conditioned, either triangle too), an SPD pair,
+# and a fixed row permutation for Lu
+WELL = vnp.asarray(R.uniform(-0.5, 0.5, (2, 3, 3)) + 3 * np.eye(3), F64)
+_M = R.normal(size=(2, 3, 3))
+SPD = vnp.asarray(_M @ _M.transpose(0, 2, 1) + 3 * np.eye(3), F64)
+LU_PERM = vnp.asarray([[2, 0, 1], [0, 1, 2]], np.int32)
+# rows that LU_PERM puts back in WELL's order, so that the factorised rows are well conditioned
+LU_X = vnp.asarray(np.stack([np.asarray(WELL)[0][[1, 2, 0]], np.asarray(WELL)[1]]), F64)
 
 CASES = {
     K.Neg: (u(K.Neg), [a(3, 2)]),
@@ -116,6 +124,13 @@ CASES = {
     # a loop of three steps: carries and stacked outputs (the Parts) both differentiated
     K.Scan: (lambda w, xs: _scan_loss(w, xs), [a(3), a(3, 3)]),
     K.Part: (lambda w, xs: _scan_loss(w, xs, 1), [a(3), a(3, 3)]),
+    # linear algebra on well-conditioned matrices (tests/linalg has the surface's cases)
+    K.Cholesky: (lambda s: bind(K.Cholesky, [s]), [SPD]),
+    K.TriangularSolve: (lambda t, y: bind(K.TriangularSolve, [t, y], lower=True, trans=False, unit=False)
+                        + bind(K.TriangularSolve, [t, y], lower=False, trans=True, unit=True),
+                        [WELL, a(2, 3, 2)]),
+    K.Solve: (b(K.Solve), [WELL, a(2, 3, 2)]),
+    K.Lu: (lambda x: bind(K.Lu, [x, LU_PERM]), [LU_X]),
 }
 
 

@@ -141,6 +141,23 @@ CASES: dict[K, list[Case]] = {
              Case(lambda w: _scan(vnp.zeros(2), vnp.ones((4, 2)), w)[1], [a(B, 2)])],
     K.Part: [Case(lambda c, xs: _scan(c, xs)[0], [a(B, 2), a(4, 2)], (0, None)),
              Case(lambda c, xs: _scan(c, xs)[0], [a(B, 2, dtype=I32), a(B, 4, 2, dtype=I32)], exact=True)],
+    # linear algebra: the operators take any leading batch (the batch joins it)
+    K.Cholesky: [Case(u(K.Cholesky), [np.eye(3, dtype=F32) * 2 + a(B, 3, 3, lo=-0.3, hi=0.3)]),
+                 Case(u(K.Cholesky), [np.eye(3, dtype=F64) * 2 + a(3, B, 3, dtype=F64, lo=-0.3, hi=0.3)],
+                      in_axes=1, name="axis1")],
+    K.TriangularSolve: [Case(b(K.TriangularSolve, lower=True, trans=False, unit=False),
+                             [np.eye(4, dtype=F32) * 3 + a(B, 4, 4), a(4, 2)], (0, None), name="a"),
+                        Case(b(K.TriangularSolve, lower=False, trans=True, unit=True),
+                             [a(4, 4), a(B, 4, 2, dtype=F32)], (None, 0), name="b")],
+    K.Solve: [Case(b(K.Solve), [np.eye(3, dtype=F64) * 3 + a(B, 3, 3, dtype=F64), a(B, 3, 2, dtype=F64)],
+                   name="both"),
+              Case(b(K.Solve), [np.eye(3, dtype=F32) * 3 + a(3, 3), a(B, 3, 1)], (None, 0), name="b")],
+    K.LuPivots: [Case(u(K.LuPivots), [a(B, 4, 4)], exact=True)],
+    K.LuPivotsToPermutation: [Case(u(K.LuPivotsToPermutation), [np.array([[1, 2, 2], [2, 1, 2], [0, 1, 2]], I32)],
+                                   exact=True)],
+    K.Lu: [Case(b(K.Lu), [np.eye(3, dtype=F32) * 3 + a(B, 3, 3), np.array([0, 1, 2], I32)], (0, None)),
+           Case(b(K.Lu), [np.eye(3, dtype=F64) * 3 + a(B, 3, 3, dtype=F64),
+                          np.array([[0, 1, 2], [0, 1, 2], [0, 1, 2]], I32)], name="both")],
 }
 
 # elementwise: the same op with one more axis; mixed ranks must broadcast per example

@@ -1,9 +1,9 @@
-"""scipy's names on vkml arrays (so far `vkml.scipy.special`), as `jax.scipy` has them.
+"""scipy's names on vkml arrays (`vkml.scipy.special`, `vkml.scipy.linalg`), as `jax.scipy` has them.
 
 >>> from vkml.scipy import special
 >>> round(float(special.expit(0.0)), 3)
 0.5
 """
-from . import special
+from . import linalg, special
 
-__all__ = ["special"]
+__all__ = ["linalg", "special"]

@@ -54,6 +54,9 @@ class OpKind(enum.Enum):
     Softmax = "Softmax"; LogSoftmax = "LogSoftmax"
     # control flow: a loop over a traced body subgraph, and one of its several results
     Scan = "Scan"; Part = "Part"
+    # linear algebra (factorisations and solves, batched over leading axes)
+    Cholesky = "Cholesky"; TriangularSolve = "TriangularSolve"; Solve = "Solve"
+    LuPivots = "LuPivots"; LuPivotsToPermutation = "LuPivotsToPermutation"; Lu = "Lu"
 
 
 class Grad(enum.Enum):
@@ -860,6 +863,111 @@ _declare(OpKind.Part, arity=1, attrs=("index", "shape", "dtype"), shape_rule=_pa
          grad=Grad.RULE,
          doc="Result `index` of a Scan (its final carries, then its stacked step outputs).",
          family="control")
+# --------------------------------------------------------------------------- linear algebra
+
+# the factorisations compute in float32 or float64 only (the surface widens other floats)
+_LINALG = (dt.float32, dt.float64)
+
+
+def _square(op, s):
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise ShapeError(f"{op}: needs square matrices (..., n, n), got shape {tuple(s)}")
+    return tuple(s)
+
+
+def _square_shape(op):
+    return lambda s, a: _square(op, s[0])
+
+
+def _solve_shape(op):
+    def rule(s, a):
+        m, b = s
+        _square(op, m)
+        if len(b) < 2 or b[-2] != m[-1] or tuple(b[:-2]) != tuple(m[:-2]):
+            raise ShapeError(f"{op}: right-hand side must be (..., n, k) with the matrix's batch "
+                             f"dims and n = {m[-1]}, got matrix {tuple(m)} and right-hand side "
+                             f"{tuple(b)}")
+        if op == "TriangularSolve":
+            for k in ("lower", "trans", "unit"):
+                if not isinstance(a[k], bool):
+                    raise ShapeError(f"TriangularSolve: {k} {a[k]!r} must be a bool")
+        return tuple(b)
+    return rule
+
+
+def _pivots_shape(s, a):
+    return _square("LuPivots", s[0])[:-1]
+
+
+def _perm_shape(s, a):
+    if len(s[0]) < 1:
+        raise ShapeError(f"LuPivotsToPermutation: pivots need rank >= 1, got {s[0]}")
+    return s[0]
+
+
+def _lu_shape(s, a):
+    m, p = s
+    _square("Lu", m)
+    if tuple(p) != tuple(m[:-1]):
+        raise ShapeError(f"Lu: permutation must have shape {tuple(m[:-1])} for matrices {tuple(m)}, "
+                         f"got {tuple(p)}")
+    return tuple(m)
+
+
+def _linalg_same(op):
+    def rule(d, a):
+        _same(op, d)
+        _need(op, d, _LINALG)
+        return np.dtype(d[0])
+    return rule
+
+
+def _lu_dtype(d, a):
+    _need("Lu", d[:1], _LINALG)
+    _need("Lu", d[1:], (dt.int32,), "permutation")
+    return np.dtype(d[0])
+
+
+def _pivots_dtype(d, a):
+    _need("LuPivots", d, _LINALG)
+    return dt.int32
+
+
+_declare(OpKind.Cholesky, arity=1, attrs=(), shape_rule=_square_shape("Cholesky"),
+         dtype_rule=_unary_dtype("Cholesky", _LINALG), dtypes=_LINALG, kernel="linalg",
+         grad=Grad.RULE,
+         doc="The lower Cholesky factor L (L L^T = S, zeros above the diagonal) of each matrix "
+             "S whose lower triangle is the input's (the upper triangle is not read). A matrix "
+             "that is not positive definite (a pivot <= 0 or nan) gives a matrix of nan, as JAX.",
+         family="linalg")
+_declare(OpKind.TriangularSolve, arity=2, attrs=("lower", "trans", "unit"),
+         shape_rule=_solve_shape("TriangularSolve"), dtype_rule=_linalg_same("TriangularSolve"),
+         dtypes=_LINALG, kernel="linalg", grad=Grad.RULE,
+         doc="X with op(A) X = B for each triangular A (..., n, n) and B (..., n, k) of the same "
+             "batch: op(A) is A, or A^T when `trans`; only A's `lower` (else upper) triangle is "
+             "read, and its diagonal taken as ones when `unit`. A zero pivot gives inf/nan.",
+         family="linalg")
+_declare(OpKind.Solve, arity=2, attrs=(), shape_rule=_solve_shape("Solve"),
+         dtype_rule=_linalg_same("Solve"), dtypes=_LINALG, kernel="linalg", grad=Grad.RULE,
+         doc="X with A X = B for each A (..., n, n) and B (..., n, k) of the same batch, by "
+             "Gaussian elimination with partial pivoting (LAPACK's pivot choice). A singular A "
+             "gives inf/nan.", family="linalg")
+_declare(OpKind.LuPivots, arity=1, attrs=(), shape_rule=_pivots_shape, dtype_rule=_pivots_dtype,
+         dtypes=_LINALG, kernel="linalg", grad=Grad.DISCONTINUOUS,
+         doc="The row interchanges of LU factorisation with partial pivoting, as LAPACK's getrf "
+             "(and JAX's `pivots`), 0-based: at step j row j was swapped with row out[j] >= j "
+             "(the first of largest magnitude in column j).", family="linalg")
+_declare(OpKind.LuPivotsToPermutation, arity=1, attrs=(), shape_rule=_perm_shape,
+         dtype_rule=_unary_dtype("LuPivotsToPermutation", (dt.int32,)), dtypes=(dt.int32,),
+         kernel="linalg", grad=Grad.INTEGER,
+         doc="The permutation perm that the row interchanges `pivots` (LuPivots) make of "
+             "0..n-1: a[perm] = L U, as JAX's lu_pivots_to_permutation.", family="linalg")
+_declare(OpKind.Lu, arity=2, attrs=(), shape_rule=_lu_shape, dtype_rule=_lu_dtype,
+         dtypes=_LINALG, kernel="linalg", grad=Grad.RULE,
+         doc="LU factorisation without pivoting of the rows a[perm] (perm from LuPivots, so that "
+             "it is LU with partial pivoting), packed: the strict lower triangle is L's (unit "
+             "diagonal implied), the upper triangle U's; a[perm] = L U. A zero pivot gives "
+             "inf/nan.", family="linalg")
 
 # The shape rule of each operator in words (for the generated docs); the functions above
 # are the executable form.
@@ -896,6 +1004,12 @@ _SHAPE_OVERRIDES = {
     OpKind.CheckIndex: "same as the input",
     OpKind.Scan: "(0,): a token; its results are Part nodes",
     OpKind.Part: "`shape` attribute (a final carry, or a step output stacked to (length, ...))",
+    OpKind.Cholesky: "same as the input (..., n, n)",
+    OpKind.TriangularSolve: "the right-hand side's (..., n, k)",
+    OpKind.Solve: "the right-hand side's (..., n, k)",
+    OpKind.LuPivots: "(..., n) from (..., n, n)",
+    OpKind.LuPivotsToPermutation: "same as the input",
+    OpKind.Lu: "same as the matrices (..., n, n)",
 }
 for _k, _s in SPECS.items():
     _s.extra["shape"] = _SHAPE_OVERRIDES.get(_k) or _SHAPE_WORDS.get(_s.family, "see doc")

@@ -283,3 +283,8 @@ BATCH_RULES: dict[K, Rule] = {
     K.MaxPool2dBackward: _window_op,
     K.Scan: batch_scan, K.Part: batch_part,    # the body batched (transforms/control.py)
 }
+
+# the linear-algebra operators take any leading batch: their rules live with their gradients
+from .linalg_rules import BATCH_RULES as _LINALG_BATCH  # noqa: E402
+
+BATCH_RULES.update(_LINALG_BATCH)

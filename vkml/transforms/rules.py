@@ -287,3 +287,8 @@ RULES = {
     K.Scan: _control,     # Scan and Part: see transforms/control.py
     K.Part: _control,
 }
+
+# the linear-algebra operators' rules live beside their helpers
+from .linalg_rules import RULES as _LINALG_RULES  # noqa: E402
+
+RULES.update(_LINALG_RULES)

@@ -364,6 +364,10 @@ def _sole_region(n: Node, cons, kind, member, mat) -> int | None:
     cs = cons[n.id]
     if any(kind[c.id] not in ("ew", "move") for c in cs):
         return None
+    # a consumer in no region is a transpose a MatMul reads in place (`_fold_transposes`):
+    # that MatMul reads n itself, so n must be stored
+    if any(not member.get(c.id) for c in cs):
+        return None
     s = frozenset().union(*(member[c.id] for c in cs))
     if len(s) != 1:
         return None

@@ -182,6 +182,9 @@ class Program:
     barriers: bool = False     # invocations meet through barriers/shared memory: own workgroup size only
     subgroups: bool = False    # uses subgroup operations
     grid: bool = False         # reads grid builtins itself: never merged
+    # never merged with other dispatches: a long-running kernel with loops (lavapipe ended a
+    # merged kernel's loops of more than 65535 iterations early) gains nothing from merging
+    alone: bool = False
     _reads: dict = field(default_factory=dict, repr=False)    # fixed meta reads: identifier -> index
     _calls: set = field(default_factory=set, repr=False)       # array fields read at computed places
     _source: dict = field(default_factory=dict, repr=False)
@@ -261,7 +264,7 @@ class Program:
 
     @property
     def mergeable(self) -> bool:
-        return not self.grid and not self.spec and not self.addresses
+        return not self.grid and not self.alone and not self.spec and not self.addresses
 
     @property
     def addresses(self) -> tuple:
