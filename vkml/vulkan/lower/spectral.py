@@ -31,7 +31,7 @@ rank counting) and written packed as the registry declares. The programs set `gr
 merged): lavapipe failed merged kernels with these long loops, and one dispatch per batch
 has nothing to gain from merging.
 
->>> p = eigh_program("float", 4, 8, True)
+>>> p = eigh_program("float", 4, 8, True, 4)
 >>> p.local_size, p.barriers, p.mergeable
 (8, True, False)
 """
@@ -43,19 +43,44 @@ import numpy as np
 
 from ...trace import dtypes as dt
 from ..memory import ALIGN
-from ..program import Program
+from ..program import Meta, Program
 
-MAX_SWEEPS = 30
-LOCAL = {"cpu": 8, "gpu": 64}     # invocations per matrix: lavapipe's 8 lanes are one SIMD row
+MAX_SWEEPS = 24
+UNROLL = 8            # statements per iteration of the loops along a column
 EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.float64).eps)}
+SHARED_SPARE = 2048   # bytes of the device's shared memory left to the small arrays
+
+
+class TooLarge(ValueError):
+    """A matrix whose kernel would pass the driver's loop limit (lavapipe's)."""
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def _lit(T: str, v: float) -> str:
     return f"{v!r}LF" if T == "double" else f"{float(np.float32(v))!r}"
 
 
-def _sync() -> str:
-    return "memoryBarrier(); barrier();"
+SYNC = "memoryBarrier(); barrier();"
+
+
+def _each(var: str, total: str) -> str:
+    """The header of a loop sharing [0, total) among the workgroup's invocations."""
+    return f"for (int {var} = l; {var} < {total}; {var} += LS) {{"
+
+
+def _run(var: str, start: str, stop: str, body: str, exact: bool = False) -> list[str]:
+    """A serial loop over [start, stop) with UNROLL copies of body per iteration (fewer
+    iterations under lavapipe's limit on the loop iterations of one invocation); each copy
+    guarded unless exact (start 0 and stop a multiple of UNROLL)."""
+    out = [f"for (int {var}0 = {start}; {var}0 < {stop}; {var}0 += {UNROLL}) {{"]
+    for u in range(UNROLL):
+        g = "" if exact else f"if ({var} < {stop}) "
+        out.append(f"  {{ int {var} = {var}0 + {u}; {g}{{ {body} }} }}")
+    out.append("}")
+    return out
 
 
 def _rot_glsl(T: str) -> str:
@@ -71,15 +96,19 @@ def _rot_glsl(T: str) -> str:
             f"}}\n")
 
 
-def _pair_lines(M: str, r: str, k: str) -> list[str]:
-    """GLSL setting p < q, round r's pair k of the round-robin over M + 1 indices (index M
-    fixed, the others on a circle)."""
-    return [f"int pa = {k} == 0 ? {M} : ({r} + {k}) % {M};",
-            f"int pb = {k} == 0 ? {r} : ({r} - {k} + {M}) % {M};",
+def _pair_lines() -> list[str]:
+    """GLSL setting p < q, round r's pair k of the round-robin over NM + 1 indices (index
+    NM fixed, the others turning on a circle): every pair once in NM rounds."""
+    return ["int pa = k == 0 ? NM : (r + k) % NM;",
+            "int pb = k == 0 ? r : (r - k + NM) % NM;",
             "int p = min(pa, pb), q = max(pa, pb);"]
 
 
-def _work(p: Program, name: str, T: str, size: int, shared: bool, scr: str | None, base: str):
+def _consts(p: Program, **kw: int) -> None:
+    p.add("".join(f"const int {k} = {v};\n" for k, v in kw.items()), names=tuple(kw))
+
+
+def _work(p: Program, name: str, T: str, size: int, shared: bool, scr: str, base: str):
     """Accessor of one matrix's work array: a shared array, or its range of scratch."""
     if shared:
         p.shared(name, T, max(size, 1))
@@ -87,24 +116,43 @@ def _work(p: Program, name: str, T: str, size: int, shared: bool, scr: str | Non
     return lambda i: f"{scr}[{base} + {i}]"
 
 
-def _consts(p: Program, **kw: int) -> None:
-    p.add("".join(f"const int {k} = {v};\n" for k, v in kw.items()), names=tuple(kw))
+def _sum_partials(T: str, red: str, dst: str, off: str = "0") -> list[str]:
+    return [f"{T} {dst} = {T}(0);", *_run("k", "0", "LS", f"{dst} += {red}[{off} + k];")]
+
+
+# --------------------------------------------------------------------------- Eigh
+
+def eigh_sizes(n: int) -> list[int]:
+    """Scratch elements of one matrix: A, then the converged flag."""
+    return [n * n, 1]
+
+
+def eigh_edges(n: int, L: int, S: int) -> int:
+    """Loop iterations one invocation runs in one dispatch of S sweeps (an upper bound)."""
+    NE = n + (n & 1)
+    H = NE // 2
+    sq = _cdiv(n * n, L)
+    rnd = 1 + _cdiv(H, L) + 2 * _cdiv(H * n, L)
+    sweep = 1 + sq + _cdiv(L, UNROLL) + (NE - 1) * rnd
+    final = 2 * _cdiv(n, L) + _cdiv(n, L) * _cdiv(n, UNROLL) + 2 * sq
+    return 2 * sq + S * sweep + final
 
 
 @lru_cache(maxsize=256)
-def eigh_program(T: str, n: int, L: int, a_shared: bool) -> Program:
-    """Jacobi eigensolver of one n x n symmetric matrix per workgroup of L invocations;
-    A in shared memory or in scratch (binding `scr`), V in the output.
+def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
+    """Jacobi eigensolver of one n x n symmetric matrix per workgroup of L invocations, S
+    sweeps per dispatch (meta `first`: start from the input, else from scratch; `last`:
+    write the sorted result, else keep A and the converged flag in scratch). V lives in
+    the output throughout; A in shared memory (copied from and to scratch) or scratch.
 
-    >>> [b.name for b in eigh_program("double", 3, 8, False).bindings]
+    >>> [b.name for b in eigh_program("double", 3, 8, False, 4).bindings]
     ['o', 'src', 'scr']
     """
     p = Program(f"Eigh_jacobi_{n}", local_size=L, grid=True)
-    o = p.buffer("o", T)
-    x = p.buffer("src", T, readonly=True)
-    scr = None if a_shared else p.buffer("scr", T)
+    p.meta = Meta(("first", 1), ("last", 1))
+    o, x, scr = p.buffer("o", T), p.buffer("src", T, readonly=True), p.buffer("scr", T)
     NE = n + (n & 1)
-    _consts(p, NR=n, NH=NE // 2, NM=NE - 1, LS=L, SWEEPS=MAX_SWEEPS)
+    _consts(p, NR=n, NH=NE // 2, NM=NE - 1, LS=L, SWEEPS=S)
     p.add(_rot_glsl(T), names=("rot",))
     A = _work(p, "sa", T, n * n, a_shared, scr, "wb")
     pc, ps = p.shared("jc", T, NE // 2), p.shared("js", T, NE // 2)
@@ -112,37 +160,45 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool) -> Program:
     red, fl = p.shared("red", T, 2 * L), p.shared("fl", "int", 1)
     wv, rk = p.shared("wv", T, max(n, 1)), p.shared("rk", "int", max(n, 1))
     V = lambda i: f"{o}[ob + {i}]"      # noqa: E731
-    tol2 = _lit(T, EPS[T] ** 2)
+    keep = [f"{_each('e', 'NR * NR')} {scr}[wb + e] = {A('e')}; }}"] if a_shared else []
+    fetch = [f"{_each('e', 'NR * NR')} {A('e')} = {scr}[wb + e]; }}"] if a_shared else []
     p.main("int b = int(group_id()); int l = int(lidx());",
-           "int xb = b * NR * NR; int ob = b * (NR + 1) * NR; int wb = xb;",
-           "for (int e = l; e < NR * NR; e += LS) {",
-           "  int i = e / NR; int j = e - i * NR;",
-           f"  {A('e')} = {T}({x}[xb + e]); {V('e')} = i == j ? {T}(1) : {T}(0);",
+           "int xb = b * NR * NR; int ob = b * (NR + 1) * NR; int wb = b * (NR * NR + 1);",
+           "int done = 0;",
+           f"if ({p.m('first')} != 0) {{",
+           f"  {_each('e', 'NR * NR')}",
+           "    int i = e / NR; int j = e - i * NR;",
+           f"    {A('e')} = {T}({x}[xb + e]); {V('e')} = i == j ? {T}(1) : {T}(0);",
+           "  }",
+           "} else {",
+           *fetch,
+           f"  done = int({scr}[wb + NR * NR]);",
            "}",
-           _sync(),
-           "for (int sw = 0; sw < SWEEPS; sw++) {",
+           SYNC,
+           "if (done == 0) for (int sw = 0; sw < SWEEPS; sw++) {",
            f"  {T} off = {T}(0), tot = {T}(0);",
-           "  for (int e = l; e < NR * NR; e += LS) {",
+           f"  {_each('e', 'NR * NR')}",
            f"    int i = e / NR; {T} v = {A('e')}; v *= v; tot += v; if (e != i * (NR + 1)) off += v;",
            "  }",
            f"  {red}[l] = off; {red}[LS + l] = tot;",
-           f"  {_sync()}",
+           f"  {SYNC}",
            "  if (l == 0) {",
-           f"    {T} so = {T}(0), st = {T}(0);",
-           f"    for (int k = 0; k < LS; k++) {{ so += {red}[k]; st += {red}[LS + k]; }}",
-           f"    {fl}[0] = (so <= {tol2} * st) ? 1 : 0;",
+           *("    " + s for s in _sum_partials(T, red, "so")),
+           *("    " + s for s in _sum_partials(T, red, "st", "LS")),
+           f"    {fl}[0] = (so <= {_lit(T, EPS[T] ** 2)} * st) ? 1 : 0;",
            "  }",
-           f"  {_sync()}",
-           f"  if ({fl}[0] != 0) break;",
+           f"  {SYNC}",
+           f"  if ({fl}[0] != 0) {{ done = 1; break; }}",
            "  for (int r = 0; r < NM; r++) {",
-           "    for (int k = l; k < NH; k += LS) {",
-           *("      " + s for s in _pair_lines("NM", "r", "k")),
+           f"    {_each('k', 'NH')}",
+           *("      " + s for s in _pair_lines()),
            f"      {T} c = {T}(1), s = {T}(0);",
            f"      if (q < NR) rot({A('p * NR + p')}, {A('q * NR + q')}, {A('p * NR + q')}, c, s);",
            f"      {pp}[k] = p; {pq}[k] = q; {pc}[k] = c; {ps}[k] = s;",
            "    }",
-           f"    {_sync()}",
-           "    for (int e = l; e < NH * NR; e += LS) {",
+           f"    {SYNC}",
+           # J^T A: rows p and q of every pair, each element by one invocation
+           f"    {_each('e', 'NH * NR')}",
            f"      int k = e / NR; int j = e - k * NR; int p = {pp}[k], q = {pq}[k];",
            "      if (q < NR) {",
            f"        {T} c = {pc}[k], s = {ps}[k];",
@@ -150,8 +206,9 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool) -> Program:
            f"        {A('p * NR + j')} = c * u - s * v; {A('q * NR + j')} = s * u + c * v;",
            "      }",
            "    }",
-           f"    {_sync()}",
-           "    for (int e = l; e < NH * NR; e += LS) {",
+           f"    {SYNC}",
+           # (J^T A) J and V J: columns p and q
+           f"    {_each('e', 'NH * NR')}",
            f"      int i = e / NH; int k = e - i * NH; int p = {pp}[k], q = {pq}[k];",
            "      if (q < NR) {",
            f"        {T} c = {pc}[k], s = {ps}[k];",
@@ -165,119 +222,161 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool) -> Program:
            f"        {V('i * NR + p')} = c * u - s * v; {V('i * NR + q')} = s * u + c * v;",
            "      }",
            "    }",
-           f"    {_sync()}",
+           f"    {SYNC}",
            "  }",
            "}",
-           f"for (int j = l; j < NR; j += LS) {wv}[j] = {A('j * (NR + 1)')};",
-           _sync(),
-           "for (int j = l; j < NR; j += LS) {",
+           f"if ({p.m('last')} == 0) {{",
+           *("  " + s for s in keep),
+           f"  if (l == 0) {scr}[wb + NR * NR] = {T}(done);",
+           "  return;",
+           "}",
+           f"{_each('j', 'NR')} {wv}[j] = {A('j * (NR + 1)')}; }}",
+           SYNC,
+           # eigenvalues ascending: each one's place is the count of those before it
+           _each("j", "NR"),
            f"  {T} w = {wv}[j]; int c = 0;",
-           f"  for (int i = 0; i < NR; i++) {{ {T} u = {wv}[i]; c += (u < w || (u == w && i < j)) ? 1 : 0; }}",
+           *("  " + s for s in _run("i", "0", "NR", f"{T} u = {wv}[i]; c += (u < w || (u == w && i < j)) ? 1 : 0;",
+                                    n % UNROLL == 0)),
            f"  {rk}[j] = c;",
            "}",
-           _sync(),
-           "for (int e = l; e < NR * NR; e += LS) {",
+           SYNC,
+           _each("e", "NR * NR"),
            f"  int i = e / NR; int j = e - i * NR; {A(f'i * NR + {rk}[j]')} = {V('e')};",
            "}",
-           _sync(),
-           f"for (int e = l; e < NR * NR; e += LS) {V('e')} = {A('e')};",
-           f"for (int j = l; j < NR; j += LS) {o}[ob + NR * NR + {rk}[j]] = {wv}[j];")
+           SYNC,
+           f"{_each('e', 'NR * NR')} {V('e')} = {A('e')}; }}",
+           f"{_each('j', 'NR')} {o}[ob + NR * NR + {rk}[j]] = {wv}[j]; }}")
     return p
 
 
-@lru_cache(maxsize=256)
-def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool) -> Program:
-    """One-sided Jacobi SVD of one m x n matrix per workgroup: the R x C work matrix
-    (A, or A^T when m < n; R = max(m, n), C = min(m, n)) column-major, and the C x C
-    rotations V, each in shared memory or scratch (`scr`: the work matrix, then V).
+# --------------------------------------------------------------------------- Svd
 
-    >>> [b.name for b in svd_program("float", 5, 3, 8, False, True).bindings]
+def svd_sizes(m: int, n: int) -> list[int]:
+    """Scratch elements of one matrix: the work matrix, V, the converged flag."""
+    R, C = max(m, n), min(m, n)
+    return [R * C, C * C, 1]
+
+
+def svd_edges(m: int, n: int, L: int, S: int) -> int:
+    R, C = max(m, n), min(m, n)
+    CE = C + (C & 1)
+    H = CE // 2
+    rnd = 1 + _cdiv(H, L) * (2 * _cdiv(R, UNROLL) + _cdiv(C, UNROLL))
+    sweep = 1 + (CE - 1) * rnd
+    io = 2 * (_cdiv(R * C, L) + _cdiv(C * C, L))
+    final = _cdiv(C, L) * (_cdiv(R, UNROLL) + _cdiv(C, UNROLL)) + _cdiv(R * C, L) + _cdiv(C * C, L) + _cdiv(C, L)
+    return io + S * sweep + final
+
+
+@lru_cache(maxsize=256)
+def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool, S: int) -> Program:
+    """One-sided Jacobi SVD of one m x n matrix per workgroup, S sweeps per dispatch (meta
+    as eigh_program's): the R x C work matrix (A, or A^T when m < n; R = max(m, n), C =
+    min(m, n)) column-major, and the C x C rotations V, each in shared memory or scratch.
+
+    >>> [b.name for b in svd_program("float", 5, 3, 8, False, True, 4).bindings]
     ['o', 'src', 'scr']
     """
     p = Program(f"Svd_jacobi_{m}x{n}", local_size=L, grid=True)
-    o = p.buffer("o", T)
-    x = p.buffer("src", T, readonly=True)
+    p.meta = Meta(("first", 1), ("last", 1))
+    o, x, scr = p.buffer("o", T), p.buffer("src", T, readonly=True), p.buffer("scr", T)
     R, C = max(m, n), min(m, n)
-    scr = None if g_shared and v_shared else p.buffer("scr", T)
     CE = C + (C & 1)
-    _consts(p, MR=m, NC=n, RR=R, CC=C, NH=CE // 2, NM=CE - 1, LS=L, SWEEPS=MAX_SWEEPS)
+    _consts(p, MR=m, NC=n, RR=R, CC=C, NH=CE // 2, NM=CE - 1, LS=L, SWEEPS=S)
     p.add(_rot_glsl(T), names=("rot",))
-    gsz = R * C
-    G = _work(p, "sg", T, gsz, g_shared, scr, "wb")
+    G = _work(p, "sg", T, R * C, g_shared, scr, "wb")
     V = _work(p, "sv", T, C * C, v_shared, scr, "vb")
     fl = p.shared("fl", "int", 1)
     wv, rk = p.shared("wv", T, max(C, 1)), p.shared("rk", "int", max(C, 1))
     tol = _lit(T, EPS[T] * max(1.0, float(np.sqrt(R))))
     trans = m < n
+    exR, exC = R % UNROLL == 0, C % UNROLL == 0
     # G(j, i): row i of column j of the work matrix
-    load = (f"{G('e')} = {T}({x}[xb + j * NC + i]);" if trans else f"{G('e')} = {T}({x}[xb + i * NC + j]);")
-    per = (0 if g_shared else gsz) + (0 if v_shared else C * C)
-    vb0 = 0 if v_shared else (0 if g_shared else gsz)
+    load = f"{x}[xb + j * NC + i]" if trans else f"{x}[xb + i * NC + j]"
+    keep, fetch = [], []
+    if g_shared:
+        keep.append(f"{_each('e', 'RR * CC')} {scr}[wb + e] = {G('e')}; }}")
+        fetch.append(f"{_each('e', 'RR * CC')} {G('e')} = {scr}[wb + e]; }}")
+    if v_shared:
+        keep.append(f"{_each('e', 'CC * CC')} {scr}[vb + e] = {V('e')}; }}")
+        fetch.append(f"{_each('e', 'CC * CC')} {V('e')} = {scr}[vb + e]; }}")
     p.main("int b = int(group_id()); int l = int(lidx());",
-           f"int xb = b * MR * NC; int ob = b * (MR + NC + 1) * CC; int wb = b * {per}; int vb = wb + {vb0};",
-           "for (int e = l; e < RR * CC; e += LS) {",
-           "  int j = e / RR; int i = e - j * RR;",
-           f"  {load}",
+           "int xb = b * MR * NC; int ob = b * (MR + NC + 1) * CC;",
+           "int wb = b * (RR * CC + CC * CC + 1); int vb = wb + RR * CC; int fb = vb + CC * CC;",
+           "int done = 0;",
+           f"if ({p.m('first')} != 0) {{",
+           f"  {_each('e', 'RR * CC')} int j = e / RR; int i = e - j * RR; {G('e')} = {T}({load}); }}",
+           f"  {_each('e', 'CC * CC')} int j = e / CC; int i = e - j * CC; {V('e')} = i == j ? {T}(1) : {T}(0); }}",
+           "} else {",
+           *fetch,
+           f"  done = int({scr}[fb]);",
            "}",
-           "for (int e = l; e < CC * CC; e += LS) {",
-           f"  int j = e / CC; int i = e - j * CC; {V('e')} = i == j ? {T}(1) : {T}(0);",
-           "}",
-           "for (int sw = 0; sw < SWEEPS; sw++) {",
+           "if (done == 0) for (int sw = 0; sw < SWEEPS; sw++) {",
            f"  if (l == 0) {fl}[0] = 0;",
-           f"  {_sync()}",
+           f"  {SYNC}",
            "  for (int r = 0; r < NM; r++) {",
-           "    for (int k = l; k < NH; k += LS) {",
-           *("      " + s for s in _pair_lines("NM", "r", "k")),
+           f"    {_each('k', 'NH')}",
+           *("      " + s for s in _pair_lines()),
            "      if (q >= CC) continue;",
            f"      {T} al = {T}(0), be = {T}(0), ga = {T}(0);",
-           "      for (int i = 0; i < RR; i++) {",
-           f"        {T} u = {G('p * RR + i')}, v = {G('q * RR + i')};",
-           "        al += u * u; be += v * v; ga += u * v;",
-           "      }",
+           *("      " + s for s in _run("i", "0", "RR", f"{T} u = {G('p * RR + i')}, v = {G('q * RR + i')}; "
+                                      "al += u * u; be += v * v; ga += u * v;", exR)),
            f"      if (!(abs(ga) > {tol} * sqrt(al) * sqrt(be))) continue;",
            f"      {fl}[0] = 1;",
            f"      {T} c, s;",
            "      rot(al, be, ga, c, s);",
-           "      for (int i = 0; i < RR; i++) {",
-           f"        {T} u = {G('p * RR + i')}, v = {G('q * RR + i')};",
-           f"        {G('p * RR + i')} = c * u - s * v; {G('q * RR + i')} = s * u + c * v;",
-           "      }",
-           "      for (int i = 0; i < CC; i++) {",
-           f"        {T} u = {V('p * CC + i')}, v = {V('q * CC + i')};",
-           f"        {V('p * CC + i')} = c * u - s * v; {V('q * CC + i')} = s * u + c * v;",
-           "      }",
+           *("      " + s for s in _run("i", "0", "RR", f"{T} u = {G('p * RR + i')}, v = {G('q * RR + i')}; "
+                                      f"{G('p * RR + i')} = c * u - s * v; {G('q * RR + i')} = s * u + c * v;", exR)),
+           *("      " + s for s in _run("i", "0", "CC", f"{T} u = {V('p * CC + i')}, v = {V('q * CC + i')}; "
+                                      f"{V('p * CC + i')} = c * u - s * v; {V('q * CC + i')} = s * u + c * v;", exC)),
            "    }",
-           f"    {_sync()}",
+           f"    {SYNC}",
            "  }",
            f"  int again = {fl}[0];",
-           f"  {_sync()}",
-           "  if (again == 0) break;",
+           f"  {SYNC}",
+           "  if (again == 0) { done = 1; break; }",
            "}",
-           "for (int j = l; j < CC; j += LS) {",
+           f"if ({p.m('last')} == 0) {{",
+           *("  " + s for s in keep),
+           f"  if (l == 0) {scr}[fb] = {T}(done);",
+           "  return;",
+           "}",
+           _each("j", "CC"),
            f"  {T} a = {T}(0);",
-           f"  for (int i = 0; i < RR; i++) {{ {T} u = {G('j * RR + i')}; a += u * u; }}",
+           *("  " + s for s in _run("i", "0", "RR", f"{T} u = {G('j * RR + i')}; a += u * u;", exR)),
            f"  {wv}[j] = sqrt(a);",
            "}",
-           _sync(),
-           "for (int j = l; j < CC; j += LS) {",
+           SYNC,
+           # singular values descending: each one's place is the count of those before it
+           _each("j", "CC"),
            f"  {T} w = {wv}[j]; int c = 0;",
-           f"  for (int i = 0; i < CC; i++) {{ {T} u = {wv}[i]; c += (u > w || (u == w && i < j)) ? 1 : 0; }}",
+           *("  " + s for s in _run("i", "0", "CC", f"{T} u = {wv}[i]; c += (u > w || (u == w && i < j)) ? 1 : 0;", exC)),
            f"  {rk}[j] = c;",
            "}",
-           _sync(),
+           SYNC,
            # U rows 0..m-1, V rows m..m+n-1 of the packed output; the work matrix's
            # normalised columns are U (V when transposed), the rotations the other
-           f"int uo = ob + ({'MR' if trans else '0'}) * CC; int vo = ob + ({'0' if trans else 'MR'}) * CC;",
-           "for (int e = l; e < RR * CC; e += LS) {",
-           "  int j = e / RR; int i = e - j * RR;",
-           f"  {T} w = {wv}[j];",
+           f"int uo = ob + {'MR * CC' if trans else '0'}; int vo = ob + {'0' if trans else 'MR * CC'};",
+           _each("e", "RR * CC"),
+           f"  int j = e / RR; int i = e - j * RR; {T} w = {wv}[j];",
            f"  {o}[uo + i * CC + {rk}[j]] = w > {T}(0) ? {G('e')} / w : {T}(0);",
            "}",
-           "for (int e = l; e < CC * CC; e += LS) {",
-           f"  int j = e / CC; int i = e - j * CC; {o}[vo + i * CC + {rk}[j]] = {V('e')};",
-           "}",
-           f"for (int j = l; j < CC; j += LS) {o}[ob + (MR + NC) * CC + {rk}[j]] = {wv}[j];")
+           f"{_each('e', 'CC * CC')} int j = e / CC; int i = e - j * CC; {o}[vo + i * CC + {rk}[j]] = {V('e')}; }}",
+           f"{_each('j', 'CC')} {o}[ob + (MR + NC) * CC + {rk}[j]] = {wv}[j]; }}")
     return p
+
+
+# --------------------------------------------------------------------------- Qr
+
+def qr_sizes(m: int, n: int) -> list[int]:
+    return [m * n]
+
+
+def qr_edges(m: int, n: int, kq: int, L: int) -> int:
+    K = min(m, n)
+    per = 1 + _cdiv(m, L) + _cdiv(L, UNROLL) + _cdiv(m, L) + _cdiv(n, L) * 2 * _cdiv(m, UNROLL)
+    acc = 1 + _cdiv(kq, L) * 2 * _cdiv(m, UNROLL)
+    return 2 * _cdiv(m * n, L) + K * per + _cdiv(m * (kq + n), L) + K * acc
 
 
 @lru_cache(maxsize=256)
@@ -290,9 +389,7 @@ def qr_program(T: str, m: int, n: int, complete: bool, L: int, a_shared: bool) -
     'Qr_householder_4x3'
     """
     p = Program(f"Qr_householder_{m}x{n}", local_size=L, grid=True)
-    o = p.buffer("o", T)
-    x = p.buffer("src", T, readonly=True)
-    scr = None if a_shared else p.buffer("scr", T)
+    o, x, scr = p.buffer("o", T), p.buffer("src", T, readonly=True), p.buffer("scr", T)
     K = min(m, n)
     kq = m if complete else K
     _consts(p, MR=m, NC=n, KR=K, KQ=kq, OW=kq + n, LS=L)
@@ -301,55 +398,54 @@ def qr_program(T: str, m: int, n: int, complete: bool, L: int, a_shared: bool) -
     Q = lambda i, c: f"{o}[ob + ({i}) * OW + {c}]"      # noqa: E731
     p.main("int b = int(group_id()); int l = int(lidx());",
            "int xb = b * MR * NC; int ob = b * MR * OW; int wb = xb;",
-           "for (int e = l; e < MR * NC; e += LS) {",
-           f"  int c = e / MR; int i = e - c * MR; {W('e')} = {T}({x}[xb + i * NC + c]);",
-           "}",
-           _sync(),
+           f"{_each('e', 'MR * NC')} int c = e / MR; int i = e - c * MR; {W('e')} = {T}({x}[xb + i * NC + c]); }}",
+           SYNC,
            "for (int j = 0; j < KR; j++) {",
            f"  {T} part = {T}(0);",
            f"  for (int i = j + 1 + l; i < MR; i += LS) {{ {T} u = {W('j * MR + i')}; part += u * u; }}",
            f"  {red}[l] = part;",
-           f"  {_sync()}",
+           f"  {SYNC}",
            "  if (l == 0) {",
-           f"    {T} xn = {T}(0);",
-           f"    for (int k = 0; k < LS; k++) xn += {red}[k];",
+           *("    " + s for s in _sum_partials(T, red, "xn")),
            f"    {T} al = {W('j * MR + j')};",
            f"    {tb}[j] = {T}(0); {sc}[0] = {T}(1);",
            f"    if (xn > {T}(0)) {{",
+           # LAPACK's dlarfg: beta = -sign(alpha) ||x||, H = I - tau v v^T with v_0 = 1
            f"      {T} be = sqrt(al * al + xn); if (al >= {T}(0)) be = -be;",
            f"      {tb}[j] = (be - al) / be; {sc}[0] = {T}(1) / (al - be); {W('j * MR + j')} = be;",
            "    }",
            "  }",
-           f"  {_sync()}",
+           f"  {SYNC}",
            f"  {T} s = {sc}[0];",
            f"  for (int i = j + 1 + l; i < MR; i += LS) {W('j * MR + i')} *= s;",
-           f"  {_sync()}",
+           f"  {SYNC}",
            f"  {T} tau = {tb}[j];",
            "  for (int c = j + 1 + l; c < NC; c += LS) {",
            f"    {T} w = {W('c * MR + j')};",
-           f"    for (int i = j + 1; i < MR; i++) w += {W('j * MR + i')} * {W('c * MR + i')};",
+           *("    " + s for s in _run("i", "j + 1", "MR", f"w += {W('j * MR + i')} * {W('c * MR + i')};")),
            "    w *= tau;",
            f"    {W('c * MR + j')} -= w;",
-           f"    for (int i = j + 1; i < MR; i++) {W('c * MR + i')} -= w * {W('j * MR + i')};",
+           *("    " + s for s in _run("i", "j + 1", "MR", f"{W('c * MR + i')} -= w * {W('j * MR + i')};")),
            "  }",
-           f"  {_sync()}",
+           f"  {SYNC}",
            "}",
-           "for (int e = l; e < MR * OW; e += LS) {",
+           _each("e", "MR * OW"),
            "  int i = e / OW; int c = e - i * OW;",
            f"  if (c < KQ) {o}[ob + e] = i == c ? {T}(1) : {T}(0);",
            f"  else {{ int cc = c - KQ; {o}[ob + e] = (i <= cc && i < KQ) ? {W('cc * MR + i')} : {T}(0); }}",
            "}",
-           _sync(),
+           SYNC,
+           # Q = H_0 ... H_{K-1} I, from the right: H_j leaves Q's columns < j alone
            "for (int j = KR - 1; j >= 0; j--) {",
            f"  {T} tau = {tb}[j];",
            "  for (int c = j + l; c < KQ; c += LS) {",
            f"    {T} w = {Q('j', 'c')};",
-           f"    for (int i = j + 1; i < MR; i++) w += {W('j * MR + i')} * {Q('i', 'c')};",
+           *("    " + s for s in _run("i", "j + 1", "MR", f"w += {W('j * MR + i')} * {Q('i', 'c')};")),
            "    w *= tau;",
            f"    {Q('j', 'c')} -= w;",
-           f"    for (int i = j + 1; i < MR; i++) {Q('i', 'c')} -= w * {W('j * MR + i')};",
+           *("    " + s for s in _run("i", "j + 1", "MR", f"{Q('i', 'c')} -= w * {W('j * MR + i')};")),
            "  }",
-           f"  {_sync()}",
+           f"  {SYNC}",
            "}")
     return p
 
@@ -365,26 +461,17 @@ def _dims(node) -> tuple[int, int, int]:
     return b, s[-2], s[-1]
 
 
-def _work_sizes(node) -> list[int]:
-    """Elements of each work array of one matrix, in scratch order."""
+def _sizes(node) -> list[int]:
     _, m, n = _dims(node)
     op = node.op.value
-    if op == "Eigh":
-        return [n * n]
-    if op == "Svd":
-        R, C = max(m, n), min(m, n)
-        return [R * C, C * C]
-    return [m * n]
-
-
-SHARED_SPARE = 2048   # bytes of the device's shared memory left to the small arrays
+    return eigh_sizes(n) if op == "Eigh" else svd_sizes(m, n) if op == "Svd" else qr_sizes(m, n)
 
 
 def _placement(node, shared_bytes: int) -> list[bool]:
-    """Which work arrays live in shared memory: greedily in order, while they fit."""
+    """Which work arrays (all but the flag) live in shared memory: greedily, while they fit."""
     isz = dt.itemsize(node.inputs[0].dtype)
     left, out = shared_bytes - SHARED_SPARE, []
-    for k in _work_sizes(node):
+    for k in _sizes(node)[:2 if node.op.value == "Svd" else 1]:
         fits = k * isz <= left
         out.append(fits)
         left -= k * isz if fits else 0
@@ -392,19 +479,44 @@ def _placement(node, shared_bytes: int) -> list[bool]:
 
 
 def scratch_bytes(node, profile=None, **_) -> int:
-    """Scratch for every work array of every matrix (used only where one does not fit the
-    device's shared memory, which this plan cannot see).
+    """Scratch for the state of every matrix between dispatches (and for work arrays that
+    do not fit the device's shared memory, which this plan cannot see).
 
     >>> from types import SimpleNamespace as NS
     >>> from vkml.trace.ops import OpKind
     >>> x = NS(shape=(16, 64, 64), dtype=np.float32)
     >>> scratch_bytes(NS(op=OpKind.Svd, inputs=[x]))
-    524288
+    524544
     """
     b, _, _ = _dims(node)
-    isz = dt.itemsize(node.inputs[0].dtype)
-    total = b * sum(_work_sizes(node)) * isz
-    return -(-total // ALIGN) * ALIGN if total else 0
+    total = b * sum(_sizes(node)) * dt.itemsize(node.inputs[0].dtype)
+    return max(ALIGN, _cdiv(total, ALIGN) * ALIGN)
+
+
+def _local(profile, units: int) -> int:
+    """Invocations per matrix: enough that each has at most a few units of a phase (under
+    lavapipe's loop limit), a power of two from 8 (lavapipe's SIMD width) to 1024."""
+    import os
+    if os.environ.get("VKML_SPECTRAL_L"):
+        return int(os.environ["VKML_SPECTRAL_L"])
+    L = 8
+    while L < units and L < 1024:
+        L *= 2
+    return L
+
+
+def _sweeps(edges, limit: int, what: str) -> int:
+    """Sweeps per dispatch under the driver's loop limit (all of them without one)."""
+    if not limit:
+        return MAX_SWEEPS
+    budget = int(limit * 0.9)
+    S = MAX_SWEEPS
+    while S > 1 and edges(S) > budget:
+        S -= 1
+    if edges(S) > budget:
+        raise TooLarge(f"{what}: one Jacobi sweep of this matrix passes the driver's loop limit "
+                       f"({limit} iterations per invocation); use smaller matrices on this device")
+    return S
 
 
 def lower(node, ins, out, ctx) -> None:
@@ -421,17 +533,31 @@ def lower(node, ins, out, ctx) -> None:
     if out.size == 0:
         return
     T = dt.glsl_type(x.dtype)
-    L = LOCAL[ctx.profile.layout]
+    limit = ctx.profile.loop_limit
     place = _placement(node, ctx.dev.max_shared_memory)
+    nb = scratch_bytes(node)
+    scr = ctx.scratch.sub(0, nb, (nb // dt.itemsize(x.dtype),), x.dtype)
     op = node.op.value
+    if op == "Qr":
+        complete = bool(node.attrs["complete"])
+        kq = m if complete else min(m, n)
+        L = _local(ctx.profile, max(n, kq) // 2)
+        if limit and qr_edges(m, n, kq, L) > limit * 0.9:
+            raise TooLarge(f"Qr: a {m} x {n} matrix passes the driver's loop limit ({limit} "
+                           f"iterations per invocation); use smaller matrices on this device")
+        prog = qr_program(T, m, n, complete, L, place[0])
+        ctx.dispatch(ctx.kernel(prog), {}, [out, x, scr], groups=b)
+        return
     if op == "Eigh":
-        prog = eigh_program(T, n, L, place[0])
-    elif op == "Svd":
-        prog = svd_program(T, m, n, L, place[0], place[1])
+        L = _local(ctx.profile, n * n // 32)
+        S = _sweeps(lambda s: eigh_edges(n, L, s), limit, "Eigh")
+        prog = eigh_program(T, n, L, place[0], S)
     else:
-        prog = qr_program(T, m, n, bool(node.attrs["complete"]), L, place[0])
-    views = [out, x]
-    if "scr" in [bd.name for bd in prog.bindings]:
-        nb = scratch_bytes(node)
-        views.append(ctx.scratch.sub(0, nb, (nb // dt.itemsize(x.dtype),), x.dtype))
-    ctx.dispatch(ctx.kernel(prog), {}, views, groups=b)
+        C = min(m, n)
+        L = _local(ctx.profile, (C + 1) // 2)
+        S = _sweeps(lambda s: svd_edges(m, n, L, s), limit, "Svd")
+        prog = svd_program(T, m, n, L, place[0], place[1], S)
+    k = ctx.kernel(prog)
+    D = _cdiv(MAX_SWEEPS, S)
+    for d in range(D):
+        ctx.dispatch(k, {"first": int(d == 0), "last": int(d == D - 1)}, [out, x, scr], groups=b)
