@@ -2298,3 +2298,9 @@ for _f in (argwhere, flatnonzero, nonzero, put_along_axis, take, take_along_axis
 from .sorting import (argpartition, argsort, cummax, cummin, cumprod, logcumsumexp, median,  # noqa: E402
                       nancumprod, nancumsum, partition, percentile, quantile, searchsorted, sort,
                       unique)
+# linear algebra: `vkml.numpy.linalg` is the package vkml/linalg (importable by that name too)
+import sys as _sys  # noqa: E402
+
+from . import linalg  # noqa: E402
+
+_sys.modules[__name__ + ".linalg"] = linalg

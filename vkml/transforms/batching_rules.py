@@ -98,6 +98,10 @@ def _reduce(ctx, n, ins, bat):
                   keepdims=n.attrs["keepdims"])
 
 
+def _leading(ctx, n, ins, bat):
+    return ctx.op(n.op, ins[0], **n.attrs)
+
+
 def _along_axis(ctx, n, ins, bat):
     return ctx.op(n.op, ins[0], **{**n.attrs, "axis": n.attrs["axis"] + 1})
 
@@ -280,4 +284,6 @@ BATCH_RULES: dict[K, Rule] = {
     K.MatMul: _matmul,
     K.Im2Col: _window_op, K.Col2Im: _window_op, K.MaxPool2d: _window_op,
     K.MaxPool2dBackward: _window_op,
+    # the decompositions act on the last two axes: a batch axis is one more leading axis
+    K.Eigh: _leading, K.Svd: _leading, K.Qr: _leading,
 }

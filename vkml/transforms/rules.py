@@ -280,3 +280,7 @@ RULES = {
     K.MaxPool2d: lambda n, g, x: (op(K.MaxPool2dBackward, x, g, **_window(n)),),
     K.MaxPool2dBackward: _maxpool_backward,
 }
+# the spectral decompositions' rules live in a module of their own
+from .spectral_rules import SPECTRAL_RULES  # noqa: E402
+
+RULES.update(SPECTRAL_RULES)
