@@ -84,13 +84,14 @@ def _run(var: str, start: str, stop: str, body: str, exact: bool = False) -> lis
 
 
 def _rot_glsl(T: str) -> str:
-    """The Jacobi rotation (c, s) zeroing the off-diagonal of [[app, apq], [apq, aqq]]
-    (Golub & Van Loan's symSchur2): J = [[c, s], [-s, c]], J^T A J diagonal."""
-    return (f"void rot({T} app, {T} aqq, {T} apq, out {T} c, out {T} s) {{\n"
-            f"  c = {T}(1); s = {T}(0);\n"
+    """The Jacobi rotation (c, s, t = s / c) zeroing the off-diagonal of [[app, apq], [apq,
+    aqq]] (Golub & Van Loan's symSchur2): J = [[c, s], [-s, c]], J^T A J diagonal, with
+    diagonal app - t apq and aqq + t apq."""
+    return (f"void rot({T} app, {T} aqq, {T} apq, out {T} c, out {T} s, out {T} t) {{\n"
+            f"  c = {T}(1); s = {T}(0); t = {T}(0);\n"
             f"  if (apq == {T}(0)) return;\n"
             f"  {T} tau = (aqq - app) / ({T}(2) * apq);\n"
-            f"  {T} t = {T}(1) / (abs(tau) + sqrt({T}(1) + tau * tau));\n"
+            f"  t = {T}(1) / (abs(tau) + sqrt({T}(1) + tau * tau));\n"
             f"  if (tau < {T}(0)) t = -t;\n"
             f"  c = {T}(1) / sqrt({T}(1) + t * t); s = t * c;\n"
             f"}}\n")
@@ -157,6 +158,7 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
     A = _work(p, "sa", T, n * n, a_shared, scr, "wb")
     pc, ps = p.shared("jc", T, NE // 2), p.shared("js", T, NE // 2)
     pp, pq = p.shared("jp", "int", NE // 2), p.shared("jq", "int", NE // 2)
+    dp, dq = p.shared("jdp", T, NE // 2), p.shared("jdq", T, NE // 2)
     red, fl = p.shared("red", T, 2 * L), p.shared("fl", "int", 1)
     wv, rk = p.shared("wv", T, max(n, 1)), p.shared("rk", "int", max(n, 1))
     V = lambda i: f"{o}[ob + {i}]"      # noqa: E731
@@ -192,8 +194,14 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
            "  for (int r = 0; r < NM; r++) {",
            f"    {_each('k', 'NH')}",
            *("      " + s for s in _pair_lines()),
-           f"      {T} c = {T}(1), s = {T}(0);",
-           f"      if (q < NR) rot({A('p * NR + p')}, {A('q * NR + q')}, {A('p * NR + q')}, c, s);",
+           f"      {T} c = {T}(1), s = {T}(0), t = {T}(0);",
+           "      if (q < NR) {",
+           f"        {T} app = {A('p * NR + p')}, aqq = {A('q * NR + q')}, apq = {A('p * NR + q')};",
+           "        rot(app, aqq, apq, c, s, t);",
+           # the new diagonal from the 2 x 2 problem directly (Rutishauser's update): the
+           # two phases below would round it twice
+           f"        {dp}[k] = app - t * apq; {dq}[k] = aqq + t * apq;",
+           "      }",
            f"      {pp}[k] = p; {pq}[k] = q; {pc}[k] = c; {ps}[k] = s;",
            "    }",
            f"    {SYNC}",
@@ -215,8 +223,8 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
            f"        {T} u = {A('i * NR + p')}, v = {A('i * NR + q')};",
            f"        {T} nu = c * u - s * v, nv = s * u + c * v;",
            # the rotated pair's off-diagonal entries are zero in exact arithmetic
-           f"        if (i == p) nv = {T}(0);",
-           f"        if (i == q) nu = {T}(0);",
+           f"        if (i == p) {{ nu = {dp}[k]; nv = {T}(0); }}",
+           f"        if (i == q) {{ nu = {T}(0); nv = {dq}[k]; }}",
            f"        {A('i * NR + p')} = nu; {A('i * NR + q')} = nv;",
            f"        u = {V('i * NR + p')}; v = {V('i * NR + q')};",
            f"        {V('i * NR + p')} = c * u - s * v; {V('i * NR + q')} = s * u + c * v;",
@@ -323,8 +331,8 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool, 
                                       "al += u * u; be += v * v; ga += u * v;", exR)),
            f"      if (!(abs(ga) > {tol} * sqrt(al) * sqrt(be))) continue;",
            f"      {fl}[0] = 1;",
-           f"      {T} c, s;",
-           "      rot(al, be, ga, c, s);",
+           f"      {T} c, s, t;",
+           "      rot(al, be, ga, c, s, t);",
            *("      " + s for s in _run("i", "0", "RR", f"{T} u = {G('p * RR + i')}, v = {G('q * RR + i')}; "
                                       f"{G('p * RR + i')} = c * u - s * v; {G('q * RR + i')} = s * u + c * v;", exR)),
            *("      " + s for s in _run("i", "0", "CC", f"{T} u = {V('p * CC + i')}, v = {V('q * CC + i')}; "
