@@ -63,7 +63,7 @@ def _lit(T: str, v: float) -> str:
     return f"{v!r}LF" if T == "double" else f"{float(np.float32(v))!r}"
 
 
-SYNC = "memoryBarrier(); barrier();"
+SYNC = "barrier();"
 
 
 def _each(var: str, total: str) -> str:
