@@ -80,7 +80,7 @@ def qr(a, mode: str = "reduced"):
     >>> import vkml.numpy as vnp
     >>> q, r = qr(vnp.asarray([[3.0, 0.0], [4.0, 5.0]]))
     >>> r.numpy().round(4).tolist()
-    [[-5.0, -4.0], [0.0, -3.0]]
+    [[-5.0, -4.0], [0.0, 3.0]]
     """
     if mode not in ("reduced", "complete", "r", "raw"):
         raise ValueError(f"qr: unrecognized mode {mode!r}; valid: 'reduced', 'complete', 'r'")

@@ -63,7 +63,7 @@ def _lit(T: str, v: float) -> str:
     return f"{v!r}LF" if T == "double" else f"{float(np.float32(v))!r}"
 
 
-SYNC = "barrier();"
+SYNC = "memoryBarrier(); barrier();"   # scratch and output are shared by the invocations too
 
 
 def _each(var: str, total: str) -> str:
@@ -128,15 +128,21 @@ def eigh_sizes(n: int) -> list[int]:
     return [n * n, 1]
 
 
+def _lp(trips: int) -> int:
+    """What one entry of a loop of `trips` iterations costs against lavapipe's loop
+    limiter: it counts each pass of the loop's head, the last (exiting) one too."""
+    return trips + 1
+
+
 def eigh_edges(n: int, L: int, S: int) -> int:
     """Loop iterations one invocation runs in one dispatch of S sweeps (an upper bound)."""
     NE = n + (n & 1)
     H = NE // 2
-    sq = _cdiv(n * n, L)
-    rnd = 1 + _cdiv(H, L) + 2 * _cdiv(H * n, L)
-    sweep = 1 + sq + _cdiv(L, UNROLL) + (NE - 1) * rnd
-    final = 2 * _cdiv(n, L) + _cdiv(n, L) * _cdiv(n, UNROLL) + 2 * sq
-    return 2 * sq + S * sweep + final
+    sq = _lp(_cdiv(n * n, L))
+    rnd = _lp(_cdiv(H, L)) + 2 * _lp(H * _lp(_cdiv(n, L)))
+    sweep = sq + 2 * _lp(_cdiv(L, UNROLL)) + _lp(NE - 1) * rnd
+    final = 3 * _lp(_cdiv(n, L)) + _cdiv(n, L) * _lp(_cdiv(n, UNROLL)) + 2 * sq
+    return 2 * sq + _lp(S) * sweep + final
 
 
 @lru_cache(maxsize=256)
@@ -205,26 +211,29 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
            f"      {pp}[k] = p; {pq}[k] = q; {pc}[k] = c; {ps}[k] = s;",
            "    }",
            f"    {SYNC}",
-           # J^T A: rows p and q of every pair, each element by one invocation
-           f"    {_each('e', 'NH * NR')}",
-           f"      int k = e / NR; int j = e - k * NR; int p = {pp}[k], q = {pq}[k];",
-           "      if (q < NR) {",
-           f"        {T} c = {pc}[k], s = {ps}[k];",
+           # J^T A: rows p and q of every pair; the pair is uniform (its loads scalar), the
+           # invocations share the columns
+           "    for (int k = 0; k < NH; k++) {",
+           f"      int p = {pp}[k], q = {pq}[k];",
+           "      if (q >= NR) continue;",
+           f"      {T} c = {pc}[k], s = {ps}[k];",
+           f"      {_each('j', 'NR')}",
            f"        {T} u = {A('p * NR + j')}, v = {A('q * NR + j')};",
            f"        {A('p * NR + j')} = c * u - s * v; {A('q * NR + j')} = s * u + c * v;",
            "      }",
            "    }",
            f"    {SYNC}",
            # (J^T A) J and V J: columns p and q
-           f"    {_each('e', 'NH * NR')}",
-           f"      int i = e / NH; int k = e - i * NH; int p = {pp}[k], q = {pq}[k];",
-           "      if (q < NR) {",
-           f"        {T} c = {pc}[k], s = {ps}[k];",
+           "    for (int k = 0; k < NH; k++) {",
+           f"      int p = {pp}[k], q = {pq}[k];",
+           "      if (q >= NR) continue;",
+           f"      {T} c = {pc}[k], s = {ps}[k], dpk = {dp}[k], dqk = {dq}[k];",
+           f"      {_each('i', 'NR')}",
            f"        {T} u = {A('i * NR + p')}, v = {A('i * NR + q')};",
            f"        {T} nu = c * u - s * v, nv = s * u + c * v;",
-           # the rotated pair's off-diagonal entries are zero in exact arithmetic
-           f"        if (i == p) {{ nu = {dp}[k]; nv = {T}(0); }}",
-           f"        if (i == q) {{ nu = {T}(0); nv = {dq}[k]; }}",
+           # the rotated pair's 2 x 2 block is diag(dp, dq) exactly
+           f"        if (i == p) {{ nu = dpk; nv = {T}(0); }}",
+           f"        if (i == q) {{ nu = {T}(0); nv = dqk; }}",
            f"        {A('i * NR + p')} = nu; {A('i * NR + q')} = nv;",
            f"        u = {V('i * NR + p')}; v = {V('i * NR + q')};",
            f"        {V('i * NR + p')} = c * u - s * v; {V('i * NR + q')} = s * u + c * v;",
@@ -269,11 +278,12 @@ def svd_edges(m: int, n: int, L: int, S: int) -> int:
     R, C = max(m, n), min(m, n)
     CE = C + (C & 1)
     H = CE // 2
-    rnd = 1 + _cdiv(H, L) * (2 * _cdiv(R, UNROLL) + _cdiv(C, UNROLL))
-    sweep = 1 + (CE - 1) * rnd
-    io = 2 * (_cdiv(R * C, L) + _cdiv(C * C, L))
-    final = _cdiv(C, L) * (_cdiv(R, UNROLL) + _cdiv(C, UNROLL)) + _cdiv(R * C, L) + _cdiv(C * C, L) + _cdiv(C, L)
-    return io + S * sweep + final
+    col, row = _lp(_cdiv(R, UNROLL)), _lp(_cdiv(C, UNROLL))
+    rnd = _lp(_cdiv(H, L) * (2 * col + row))
+    sweep = _lp(CE - 1) * rnd
+    io = 2 * (_lp(_cdiv(R * C, L)) + _lp(_cdiv(C * C, L)))
+    final = _lp(_cdiv(C, L)) * (col + row) + _lp(_cdiv(R * C, L)) + _lp(_cdiv(C * C, L)) + _lp(_cdiv(C, L))
+    return io + _lp(S) * sweep + final
 
 
 @lru_cache(maxsize=256)
@@ -377,21 +387,26 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool, 
 # --------------------------------------------------------------------------- Qr
 
 def qr_sizes(m: int, n: int) -> list[int]:
-    return [m * n]
+    """Scratch elements of one matrix: none (the reflectors live in shared memory or, when
+    they do not fit, here)."""
+    return [m * min(m, n)]
 
 
 def qr_edges(m: int, n: int, kq: int, L: int) -> int:
     K = min(m, n)
-    per = 1 + _cdiv(m, L) + _cdiv(L, UNROLL) + _cdiv(m, L) + _cdiv(n, L) * 2 * _cdiv(m, UNROLL)
-    acc = 1 + _cdiv(kq, L) * 2 * _cdiv(m, UNROLL)
-    return 2 * _cdiv(m * n, L) + K * per + _cdiv(m * (kq + n), L) + K * acc
+    col = _lp(_cdiv(m, UNROLL))
+    return 4 * col + _lp(K) * (5 * col) + _lp(K) * (2 * col)
 
 
 @lru_cache(maxsize=256)
-def qr_program(T: str, m: int, n: int, complete: bool, L: int, a_shared: bool) -> Program:
-    """Householder QR of one m x n matrix per workgroup: A column-major in shared memory
-    or scratch, the reflectors left below its diagonal (LAPACK's geqrf form), Q built in
-    the output.
+def qr_program(T: str, m: int, n: int, complete: bool, L: int, v_shared: bool) -> Program:
+    """Householder QR of one m x n matrix per workgroup, one column per invocation held in
+    a private array (L >= max(n, kq) invocations): a private array indexed by a uniform
+    loop counter is a plain vector load on lavapipe, where shared or storage memory
+    indexed per invocation is a gather, lane by lane. The column of step j makes its
+    reflector and publishes it (shared memory, or scratch when m x min(m, n) does not
+    fit); every later column applies it; then each invocation builds one column of Q
+    from the identity, applying the reflectors backwards.
 
     >>> qr_program("float", 4, 3, False, 8, True).name
     'Qr_householder_4x3'
@@ -401,59 +416,50 @@ def qr_program(T: str, m: int, n: int, complete: bool, L: int, a_shared: bool) -
     K = min(m, n)
     kq = m if complete else K
     _consts(p, MR=m, NC=n, KR=K, KQ=kq, OW=kq + n, LS=L)
-    W = _work(p, "sa", T, m * n, a_shared, scr, "wb")
-    red, tb, sc = p.shared("red", T, L), p.shared("tb", T, max(K, 1)), p.shared("sc", T, 1)
-    Q = lambda i, c: f"{o}[ob + ({i}) * OW + {c}]"      # noqa: E731
-    p.main("int b = int(group_id()); int l = int(lidx());",
-           "int xb = b * MR * NC; int ob = b * MR * OW; int wb = xb;",
-           f"{_each('e', 'MR * NC')} int c = e / MR; int i = e - c * MR; {W('e')} = {T}({x}[xb + i * NC + c]); }}",
-           SYNC,
+    Vs = _work(p, "vv", T, m * K, v_shared, scr, "vb")
+    tb = p.shared("tb", T, max(K, 1))
+    col = lambda body, start="0": _run("i", start, "MR", body, start == "0" and m % UNROLL == 0)   # noqa: E731
+    p.main("int b = int(group_id()); int c = int(lidx());",
+           "int xb = b * MR * NC; int ob = b * MR * OW; int vb = b * MR * KR;",
+           f"{T} a[MR];",
+           *col(f"a[i] = c < NC ? {T}({x}[xb + i * NC + c]) : {T}(0);"),
            "for (int j = 0; j < KR; j++) {",
-           f"  {T} part = {T}(0);",
-           f"  for (int i = j + 1 + l; i < MR; i += LS) {{ {T} u = {W('j * MR + i')}; part += u * u; }}",
-           f"  {red}[l] = part;",
-           f"  {SYNC}",
-           "  if (l == 0) {",
-           *("    " + s for s in _sum_partials(T, red, "xn")),
-           f"    {T} al = {W('j * MR + j')};",
-           f"    {tb}[j] = {T}(0); {sc}[0] = {T}(1);",
+           "  if (c == j) {",
+           f"    {T} xn = {T}(0);",
+           *("    " + t for t in col("xn += a[i] * a[i];", "j + 1")),
+           f"    {T} al = a[j], tau = {T}(0), sc = {T}(1);",
            f"    if (xn > {T}(0)) {{",
-           # LAPACK's dlarfg: beta = -sign(alpha) ||x||, H = I - tau v v^T with v_0 = 1
+           # LAPACK's dlarfg: beta = -sign(alpha) ||x||, H = I - tau v v^T with v_j = 1
            f"      {T} be = sqrt(al * al + xn); if (al >= {T}(0)) be = -be;",
-           f"      {tb}[j] = (be - al) / be; {sc}[0] = {T}(1) / (al - be); {W('j * MR + j')} = be;",
+           f"      tau = (be - al) / be; sc = {T}(1) / (al - be); a[j] = be;",
            "    }",
+           *("    " + t for t in col(f"a[i] *= sc; {Vs('j * MR + i')} = a[i];", "j + 1")),
+           f"    {tb}[j] = tau;",
            "  }",
            f"  {SYNC}",
-           f"  {T} s = {sc}[0];",
-           f"  for (int i = j + 1 + l; i < MR; i += LS) {W('j * MR + i')} *= s;",
-           f"  {SYNC}",
-           f"  {T} tau = {tb}[j];",
-           "  for (int c = j + 1 + l; c < NC; c += LS) {",
-           f"    {T} w = {W('c * MR + j')};",
-           *("    " + s for s in _run("i", "j + 1", "MR", f"w += {W('j * MR + i')} * {W('c * MR + i')};")),
-           "    w *= tau;",
-           f"    {W('c * MR + j')} -= w;",
-           *("    " + s for s in _run("i", "j + 1", "MR", f"{W('c * MR + i')} -= w * {W('j * MR + i')};")),
+           "  if (c > j && c < NC) {",
+           f"    {T} tau = {tb}[j], w = a[j];",
+           *("    " + t for t in col(f"w += {Vs('j * MR + i')} * a[i];", "j + 1")),
+           "    w *= tau; a[j] -= w;",
+           *("    " + t for t in col(f"a[i] -= w * {Vs('j * MR + i')};", "j + 1")),
            "  }",
-           f"  {SYNC}",
            "}",
-           _each("e", "MR * OW"),
-           "  int i = e / OW; int c = e - i * OW;",
-           f"  if (c < KQ) {o}[ob + e] = i == c ? {T}(1) : {T}(0);",
-           f"  else {{ int cc = c - KQ; {o}[ob + e] = (i <= cc && i < KQ) ? {W('cc * MR + i')} : {T}(0); }}",
+           f"{SYNC}",
+           # R: rows :kq of the columns kq: of the packed output, zero below the diagonal
+           "if (c < NC) {",
+           *("  " + t for t in col(f"{o}[ob + i * OW + KQ + c] = (i <= c && i < KQ) ? a[i] : {T}(0);")),
            "}",
-           SYNC,
-           # Q = H_0 ... H_{K-1} I, from the right: H_j leaves Q's columns < j alone
-           "for (int j = KR - 1; j >= 0; j--) {",
-           f"  {T} tau = {tb}[j];",
-           "  for (int c = j + l; c < KQ; c += LS) {",
-           f"    {T} w = {Q('j', 'c')};",
-           *("    " + s for s in _run("i", "j + 1", "MR", f"w += {W('j * MR + i')} * {Q('i', 'c')};")),
-           "    w *= tau;",
-           f"    {Q('j', 'c')} -= w;",
-           *("    " + s for s in _run("i", "j + 1", "MR", f"{Q('i', 'c')} -= w * {W('j * MR + i')};")),
+           # Q = H_0 ... H_{K-1} I: column c starts as e_c; H_j leaves it alone while j > c
+           "if (c < KQ) {",
+           *("  " + t for t in col(f"a[i] = i == c ? {T}(1) : {T}(0);")),
+           "  for (int j = KR - 1; j >= 0; j--) {",
+           "    if (j > c) continue;",
+           f"    {T} tau = {tb}[j], w = a[j];",
+           *("    " + t for t in col(f"w += {Vs('j * MR + i')} * a[i];", "j + 1")),
+           "    w *= tau; a[j] -= w;",
+           *("    " + t for t in col(f"a[i] -= w * {Vs('j * MR + i')};", "j + 1")),
            "  }",
-           f"  {SYNC}",
+           *("  " + t for t in col(f"{o}[ob + i * OW + c] = a[i];")),
            "}")
     return p
 
@@ -501,14 +507,20 @@ def scratch_bytes(node, profile=None, **_) -> int:
     return max(ALIGN, _cdiv(total, ALIGN) * ALIGN)
 
 
-def _local(profile, units: int) -> int:
-    """Invocations per matrix: enough that each has at most a few units of a phase (under
-    lavapipe's loop limit), a power of two from 8 (lavapipe's SIMD width) to 1024."""
+def _local(profile, units: int, edges=None) -> int:
+    """Invocations per matrix, a power of two. On a CPU device the fewest from 8 (one
+    SIMD row of lavapipe) whose sweep stays under the loop limit: lavapipe runs a
+    workgroup's SIMD rows as coroutines switched at every barrier, a cost that outweighs
+    the lanes saved; on a GPU enough for each to have a few units of a phase."""
     import os
     if os.environ.get("VKML_SPECTRAL_L"):
         return int(os.environ["VKML_SPECTRAL_L"])
     L = 8
-    while L < units and L < 1024:
+    if profile.layout == "cpu" and edges is not None:
+        while L < 1024 and profile.loop_limit and edges(L, 1) > profile.loop_limit * 0.8:
+            L *= 2
+        return L
+    while L < units and L < 256:
         L *= 2
     return L
 
@@ -517,7 +529,7 @@ def _sweeps(edges, limit: int, what: str) -> int:
     """Sweeps per dispatch under the driver's loop limit (all of them without one)."""
     if not limit:
         return MAX_SWEEPS
-    budget = int(limit * 0.9)
+    budget = int(limit * 0.8)
     S = MAX_SWEEPS
     while S > 1 and edges(S) > budget:
         S -= 1
@@ -549,20 +561,23 @@ def lower(node, ins, out, ctx) -> None:
     if op == "Qr":
         complete = bool(node.attrs["complete"])
         kq = m if complete else min(m, n)
-        L = _local(ctx.profile, max(n, kq) // 2)
-        if limit and qr_edges(m, n, kq, L) > limit * 0.9:
+        L = -(-max(n, kq) // 8) * 8        # one column per invocation
+        if L > ctx.dev.max_workgroup_invocations:
+            raise TooLarge(f"Qr: {max(n, kq)} columns exceed the device's workgroup size "
+                           f"({ctx.dev.max_workgroup_invocations} invocations, one per column)")
+        if limit and qr_edges(m, n, kq, L) > limit * 0.8:
             raise TooLarge(f"Qr: a {m} x {n} matrix passes the driver's loop limit ({limit} "
                            f"iterations per invocation); use smaller matrices on this device")
         prog = qr_program(T, m, n, complete, L, place[0])
         ctx.dispatch(ctx.kernel(prog), {}, [out, x, scr], groups=b)
         return
     if op == "Eigh":
-        L = _local(ctx.profile, n * n // 32)
+        L = _local(ctx.profile, n * n // 32, lambda L_, s_: eigh_edges(n, L_, s_))
         S = _sweeps(lambda s: eigh_edges(n, L, s), limit, "Eigh")
         prog = eigh_program(T, n, L, place[0], S)
     else:
         C = min(m, n)
-        L = _local(ctx.profile, (C + 1) // 2)
+        L = _local(ctx.profile, (C + 1) // 2, lambda L_, s_: svd_edges(m, n, L_, s_))
         S = _sweeps(lambda s: svd_edges(m, n, L, s), limit, "Svd")
         prog = svd_program(T, m, n, L, place[0], place[1], S)
     k = ctx.kernel(prog)
