@@ -124,8 +124,9 @@ def _sum_partials(T: str, red: str, dst: str, off: str = "0") -> list[str]:
 # --------------------------------------------------------------------------- Eigh
 
 def eigh_sizes(n: int) -> list[int]:
-    """Scratch elements of one matrix: A, then the converged flag."""
-    return [n * n, 1]
+    """Scratch elements of one matrix: A padded to an even order, then the converged flag."""
+    NE = n + (n & 1)
+    return [NE * NE, 1]
 
 
 def _lp(trips: int) -> int:
@@ -138,10 +139,11 @@ def eigh_edges(n: int, L: int, S: int) -> int:
     """Loop iterations one invocation runs in one dispatch of S sweeps (an upper bound)."""
     NE = n + (n & 1)
     H = NE // 2
-    sq = _lp(_cdiv(n * n, L))
-    rnd = _lp(_cdiv(H, L)) + 2 * _lp(H * _lp(_cdiv(n, L)))
+    sq = _lp(_cdiv(NE * NE, L))
+    blocks = _lp(H) + sum(_lp(_cdiv(H - k, L)) for k in range(H))
+    rnd = _lp(_cdiv(H, L)) + blocks + _lp(H) * _lp(_cdiv(n, L))
     sweep = sq + 2 * _lp(_cdiv(L, UNROLL)) + _lp(NE - 1) * rnd
-    final = 3 * _lp(_cdiv(n, L)) + _cdiv(n, L) * _lp(_cdiv(n, UNROLL)) + 2 * sq
+    final = 3 * _lp(_cdiv(n, L)) + _cdiv(n, L) * _lp(_cdiv(n, UNROLL)) + 3 * sq
     return 2 * sq + _lp(S) * sweep + final
 
 
@@ -149,8 +151,14 @@ def eigh_edges(n: int, L: int, S: int) -> int:
 def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
     """Jacobi eigensolver of one n x n symmetric matrix per workgroup of L invocations, S
     sweeps per dispatch (meta `first`: start from the input, else from scratch; `last`:
-    write the sorted result, else keep A and the converged flag in scratch). V lives in
-    the output throughout; A in shared memory (copied from and to scratch) or scratch.
+    write the sorted result, else keep A and the converged flag in scratch). A is kept
+    padded to an even order NE (a zero row and column: the round-robin's idle index) in
+    shared memory (copied from and to scratch) or in scratch; V lives in the output.
+
+    A round applies its NE / 2 rotations as 2 x 2 blocks: in the pairs' coordinates
+    J^T A J's block (k, l) is R_k^T A_kl R_l, so each invocation reads the four entries of
+    a block (k <= l) and writes them and their mirror image, in place and alone, and a
+    rotated pair's own block is diag(app - t apq, aqq + t apq) (Rutishauser's update).
 
     >>> [b.name for b in eigh_program("double", 3, 8, False, 4).bindings]
     ['o', 'src', 'scr']
@@ -159,83 +167,75 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
     p.meta = Meta(("first", 1), ("last", 1))
     o, x, scr = p.buffer("o", T), p.buffer("src", T, readonly=True), p.buffer("scr", T)
     NE = n + (n & 1)
-    _consts(p, NR=n, NH=NE // 2, NM=NE - 1, LS=L, SWEEPS=S)
+    _consts(p, NR=n, NE=NE, NH=NE // 2, NM=NE - 1, LS=L, SWEEPS=S)
     p.add(_rot_glsl(T), names=("rot",))
-    A = _work(p, "sa", T, n * n, a_shared, scr, "wb")
+    A = _work(p, "sa", T, NE * NE, a_shared, scr, "wb")
     pc, ps = p.shared("jc", T, NE // 2), p.shared("js", T, NE // 2)
-    pp, pq = p.shared("jp", "int", NE // 2), p.shared("jq", "int", NE // 2)
     dp, dq = p.shared("jdp", T, NE // 2), p.shared("jdq", T, NE // 2)
     red, fl = p.shared("red", T, 2 * L), p.shared("fl", "int", 1)
     wv, rk = p.shared("wv", T, max(n, 1)), p.shared("rk", "int", max(n, 1))
     V = lambda i: f"{o}[ob + {i}]"      # noqa: E731
-    keep = [f"{_each('e', 'NR * NR')} {scr}[wb + e] = {A('e')}; }}"] if a_shared else []
-    fetch = [f"{_each('e', 'NR * NR')} {A('e')} = {scr}[wb + e]; }}"] if a_shared else []
+    keep = [f"{_each('e', 'NE * NE')} {scr}[wb + e] = {A('e')}; }}"] if a_shared else []
+    fetch = [f"{_each('e', 'NE * NE')} {A('e')} = {scr}[wb + e]; }}"] if a_shared else []
+    pair = lambda k, pn, qn: (f"int {pn}, {qn}; {{ int pa = {k} == 0 ? NM : (r + {k}) % NM; "   # noqa: E731
+                              f"int pb = {k} == 0 ? r : (r - {k} + NM) % NM; {pn} = min(pa, pb); {qn} = max(pa, pb); }}")
     p.main("int b = int(group_id()); int l = int(lidx());",
-           "int xb = b * NR * NR; int ob = b * (NR + 1) * NR; int wb = b * (NR * NR + 1);",
+           "int xb = b * NR * NR; int ob = b * (NR + 1) * NR; int wb = b * (NE * NE + 1);",
            "int done = 0;",
            f"if ({p.m('first')} != 0) {{",
-           f"  {_each('e', 'NR * NR')}",
-           "    int i = e / NR; int j = e - i * NR;",
-           f"    {A('e')} = {T}({x}[xb + e]); {V('e')} = i == j ? {T}(1) : {T}(0);",
+           f"  {_each('e', 'NE * NE')}",
+           "    int i = e / NE; int j = e - i * NE;",
+           f"    {A('e')} = (i < NR && j < NR) ? {T}({x}[xb + i * NR + j]) : {T}(0);",
+           f"    if (i < NR && j < NR) {V('i * NR + j')} = i == j ? {T}(1) : {T}(0);",
            "  }",
            "} else {",
            *fetch,
-           f"  done = int({scr}[wb + NR * NR]);",
+           f"  done = int({scr}[wb + NE * NE]);",
            "}",
            SYNC,
            "if (done == 0) for (int sw = 0; sw < SWEEPS; sw++) {",
            f"  {T} off = {T}(0), tot = {T}(0);",
-           f"  {_each('e', 'NR * NR')}",
-           f"    int i = e / NR; {T} v = {A('e')}; v *= v; tot += v; if (e != i * (NR + 1)) off += v;",
+           f"  {_each('e', 'NE * NE')}",
+           f"    int i = e / NE; {T} v = {A('e')}; v *= v; tot += v; if (e != i * (NE + 1)) off += v;",
            "  }",
            f"  {red}[l] = off; {red}[LS + l] = tot;",
            f"  {SYNC}",
            "  if (l == 0) {",
-           *("    " + s for s in _sum_partials(T, red, "so")),
-           *("    " + s for s in _sum_partials(T, red, "st", "LS")),
+           *("    " + t for t in _sum_partials(T, red, "so")),
+           *("    " + t for t in _sum_partials(T, red, "st", "LS")),
            f"    {fl}[0] = (so <= {_lit(T, EPS[T] ** 2)} * st) ? 1 : 0;",
            "  }",
            f"  {SYNC}",
            f"  if ({fl}[0] != 0) {{ done = 1; break; }}",
            "  for (int r = 0; r < NM; r++) {",
            f"    {_each('k', 'NH')}",
-           *("      " + s for s in _pair_lines()),
-           f"      {T} c = {T}(1), s = {T}(0), t = {T}(0);",
-           "      if (q < NR) {",
-           f"        {T} app = {A('p * NR + p')}, aqq = {A('q * NR + q')}, apq = {A('p * NR + q')};",
-           "        rot(app, aqq, apq, c, s, t);",
-           # the new diagonal from the 2 x 2 problem directly (Rutishauser's update): the
-           # two phases below would round it twice
-           f"        {dp}[k] = app - t * apq; {dq}[k] = aqq + t * apq;",
-           "      }",
-           f"      {pp}[k] = p; {pq}[k] = q; {pc}[k] = c; {ps}[k] = s;",
+           f"      {pair('k', 'p', 'q')}",
+           f"      {T} app = {A('p * NE + p')}, aqq = {A('q * NE + q')}, apq = {A('p * NE + q')}, c, s, t;",
+           "      rot(app, aqq, apq, c, s, t);",
+           f"      {pc}[k] = c; {ps}[k] = s; {dp}[k] = app - t * apq; {dq}[k] = aqq + t * apq;",
            "    }",
            f"    {SYNC}",
-           # J^T A: rows p and q of every pair; the pair is uniform (its loads scalar), the
-           # invocations share the columns
            "    for (int k = 0; k < NH; k++) {",
-           f"      int p = {pp}[k], q = {pq}[k];",
+           f"      {pair('k', 'pk', 'qk')}",
+           f"      {T} ck = {pc}[k], sk = {ps}[k];",
+           "      for (int m = k + l; m < NH; m += LS) {",
+           f"        {pair('m', 'pm', 'qm')}",
+           f"        {T} cm = {pc}[m], sm = {ps}[m];",
+           f"        {T} a = {A('pk * NE + pm')}, bb = {A('pk * NE + qm')}, cc = {A('qk * NE + pm')}, d = {A('qk * NE + qm')};",
+           f"        {T} a1 = ck * a - sk * cc, b1 = ck * bb - sk * d, c1 = sk * a + ck * cc, d1 = sk * bb + ck * d;",
+           f"        {T} a2 = cm * a1 - sm * b1, b2 = sm * a1 + cm * b1, c2 = cm * c1 - sm * d1, d2 = sm * c1 + cm * d1;",
+           f"        if (m == k) {{ a2 = {dp}[k]; d2 = {dq}[k]; b2 = {T}(0); c2 = {T}(0); }}",
+           f"        {A('pk * NE + pm')} = a2; {A('pk * NE + qm')} = b2; {A('qk * NE + pm')} = c2; {A('qk * NE + qm')} = d2;",
+           f"        {A('pm * NE + pk')} = a2; {A('qm * NE + pk')} = b2; {A('pm * NE + qk')} = c2; {A('qm * NE + qk')} = d2;",
+           "      }",
+           "    }",
+           # V J: columns p and q of every pair (the pair uniform, the rows shared)
+           "    for (int k = 0; k < NH; k++) {",
+           f"      {pair('k', 'p', 'q')}",
            "      if (q >= NR) continue;",
            f"      {T} c = {pc}[k], s = {ps}[k];",
-           f"      {_each('j', 'NR')}",
-           f"        {T} u = {A('p * NR + j')}, v = {A('q * NR + j')};",
-           f"        {A('p * NR + j')} = c * u - s * v; {A('q * NR + j')} = s * u + c * v;",
-           "      }",
-           "    }",
-           f"    {SYNC}",
-           # (J^T A) J and V J: columns p and q
-           "    for (int k = 0; k < NH; k++) {",
-           f"      int p = {pp}[k], q = {pq}[k];",
-           "      if (q >= NR) continue;",
-           f"      {T} c = {pc}[k], s = {ps}[k], dpk = {dp}[k], dqk = {dq}[k];",
            f"      {_each('i', 'NR')}",
-           f"        {T} u = {A('i * NR + p')}, v = {A('i * NR + q')};",
-           f"        {T} nu = c * u - s * v, nv = s * u + c * v;",
-           # the rotated pair's 2 x 2 block is diag(dp, dq) exactly
-           f"        if (i == p) {{ nu = dpk; nv = {T}(0); }}",
-           f"        if (i == q) {{ nu = {T}(0); nv = dqk; }}",
-           f"        {A('i * NR + p')} = nu; {A('i * NR + q')} = nv;",
-           f"        u = {V('i * NR + p')}; v = {V('i * NR + q')};",
+           f"        {T} u = {V('i * NR + p')}, v = {V('i * NR + q')};",
            f"        {V('i * NR + p')} = c * u - s * v; {V('i * NR + q')} = s * u + c * v;",
            "      }",
            "    }",
@@ -243,16 +243,16 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
            "  }",
            "}",
            f"if ({p.m('last')} == 0) {{",
-           *("  " + s for s in keep),
-           f"  if (l == 0) {scr}[wb + NR * NR] = {T}(done);",
+           *("  " + t for t in keep),
+           f"  if (l == 0) {scr}[wb + NE * NE] = {T}(done);",
            "  return;",
            "}",
-           f"{_each('j', 'NR')} {wv}[j] = {A('j * (NR + 1)')}; }}",
+           f"{_each('j', 'NR')} {wv}[j] = {A('j * (NE + 1)')}; }}",
            SYNC,
            # eigenvalues ascending: each one's place is the count of those before it
            _each("j", "NR"),
            f"  {T} w = {wv}[j]; int c = 0;",
-           *("  " + s for s in _run("i", "0", "NR", f"{T} u = {wv}[i]; c += (u < w || (u == w && i < j)) ? 1 : 0;",
+           *("  " + t for t in _run("i", "0", "NR", f"{T} u = {wv}[i]; c += (u < w || (u == w && i < j)) ? 1 : 0;",
                                     n % UNROLL == 0)),
            f"  {rk}[j] = c;",
            "}",
