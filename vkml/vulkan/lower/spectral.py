@@ -1,35 +1,44 @@
-"""Eigh, Svd, Qr: one workgroup per matrix, a whole decomposition in one dispatch.
+"""Eigh, Svd, Qr: one workgroup per matrix, the whole batch in one dispatch sequence.
 
 The batches these serve (PCA of a few features, orthogonal initialisation, the Hessian of a
 small model) are many small matrices, so each matrix gets one workgroup and the batch is the
-grid: one dispatch sequence of one dispatch for the whole batch, the matrix kept in shared
-memory where it fits (64 x 64 float32 is 16 KiB) and in scratch memory otherwise, its
-invocations meeting at barriers. The algorithms are the ones whose inner steps are
-independent, so that a workgroup's invocations share every step:
+grid; the matrix lives in shared memory where it fits (64 x 64 float32 is 16 KiB) and in
+scratch memory otherwise, its invocations meeting at barriers. The algorithms are those
+whose steps are independent, so that a workgroup's invocations share every step:
 
-* Eigh: cyclic Jacobi with round-robin (tournament) ordering. A sweep is n - 1 rounds; in a
-  round the n / 2 pairs (p, q) are disjoint, so their rotations are computed at once, then
-  applied to all rows (J^T A) and then all columns (A J, and V J), each element of a phase
-  touched by one invocation. Jacobi is chosen over tridiagonalisation + implicit QR because
-  the latter is a chain of dependent steps (one reflector, one bulge chase at a time) that a
-  workgroup can only run serially, while Jacobi's O(n^2) work per round is all parallel; it
-  is also accurate to the eigenvalues' relative precision. Sweeps stop when the
-  off-diagonal norm is below eps times the Frobenius norm (checked once per sweep), or
-  after MAX_SWEEPS; rotated (p, q) entries are set to zero exactly.
-* Svd: one-sided (Hestenes) Jacobi on the columns of A (of A^T when m < n), same ordering:
-  each invocation owns a pair of columns in a round (their Gram entries, then the rotation
-  of both columns of A and of V), so a round has no phases, one barrier. A pair is rotated
-  while |a_p . a_q| > tol ||a_p|| ||a_q|| (tol = sqrt(rows) eps, LAPACK's gesvj); a sweep
-  with no rotation ends it. Singular values are the final column norms, U the normalised
-  columns (zero columns for zero singular values).
-* Qr: Householder (LAPACK's geqrf reflectors and signs), the reflector's norm as a
-  workgroup reduction, then applied to every trailing column at once (one invocation per
-  column); Q accumulated backwards from the identity, again a column per invocation.
+* Eigh: cyclic Jacobi with round-robin (tournament) ordering. A sweep is NE - 1 rounds (NE
+  = n rounded up to even, the padding index idle); in a round the NE / 2 pairs are
+  disjoint, so their rotations are computed at once and then applied as 2 x 2 blocks
+  (J^T A J's block (k, l) is R_k^T A_kl R_l: each invocation owns whole blocks, in place)
+  while V J updates V's pair columns. Jacobi rather than tridiagonalisation + implicit QR:
+  the latter is a chain of dependent steps (one reflector, one bulge chase at a time) that
+  a workgroup runs serially, while a Jacobi round is all parallel, and Jacobi is accurate to
+  the eigenvalues' relative precision. A sweep starts with the off-diagonal norm; below eps
+  times the Frobenius norm the matrix is done; MAX_SWEEPS at most.
+* Svd: one-sided (Hestenes) Jacobi on the columns of A (of A^T when m < n), the same
+  ordering: an invocation owns a pair of columns in a round (their Gram entries, the
+  rotation of both columns of A and of V), so a round is one phase. A pair is rotated while
+  |a_p . a_q| > tol ||a_p|| ||a_q|| (tol = sqrt(rows) eps, LAPACK's gesvj); a sweep with no
+  rotation ends it. Singular values are the final column norms, U the normalised columns
+  (zero columns for zero singular values).
+* Qr: Householder (LAPACK's geqrf reflectors and signs), one column per invocation: the
+  column of step j makes the reflector and publishes it, every later column applies it;
+  then each invocation builds one column of Q from the identity, the reflectors backwards.
 
 Factors are sorted in the kernel (eigenvalues ascending, singular values descending, by
-rank counting) and written packed as the registry declares. The programs set `grid` (never
-merged): lavapipe failed merged kernels with these long loops, and one dispatch per batch
-has nothing to gain from merging.
+rank counting) and written packed as the registry declares.
+
+What lavapipe asks for (bench/RESULTS.md, issue 18, has the measurements): its gallivm
+ends any loop once an invocation has passed 65535 loop heads in all (`Profile.loop_limit`),
+so a Jacobi solve is split into dispatches of S sweeps each (meta `first` / `last`, the
+state and a converged flag kept in scratch between them; S from `eigh_edges` /
+`svd_edges`, an upper bound of the loop heads), and loops along a column are unrolled
+UNROLL times. Its barriers switch between the coroutines running a workgroup's SIMD rows,
+and shared or storage memory indexed per invocation costs a load per lane, so on a CPU
+device a workgroup has the fewest invocations (from 8, one SIMD row) whose sweep fits the
+limit, and the kernels are arranged for few memory operations per element. The programs
+set `grid` (never merged): lavapipe failed merged kernels with these long loops, and one
+dispatch per batch has nothing to gain from merging.
 
 >>> p = eigh_program("float", 4, 8, True, 4)
 >>> p.local_size, p.barriers, p.mergeable
@@ -512,9 +521,6 @@ def _local(profile, units: int, edges=None) -> int:
     SIMD row of lavapipe) whose sweep stays under the loop limit: lavapipe runs a
     workgroup's SIMD rows as coroutines switched at every barrier, a cost that outweighs
     the lanes saved; on a GPU enough for each to have a few units of a phase."""
-    import os
-    if os.environ.get("VKML_SPECTRAL_L"):
-        return int(os.environ["VKML_SPECTRAL_L"])
     L = 8
     if profile.layout == "cpu" and edges is not None:
         while L < 1024 and profile.loop_limit and edges(L, 1) > profile.loop_limit * 0.8:
