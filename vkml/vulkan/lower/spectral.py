@@ -40,7 +40,7 @@ limit, and the kernels are arranged for few memory operations per element. The p
 set `grid` (never merged): lavapipe failed merged kernels with these long loops, and one
 dispatch per batch has nothing to gain from merging.
 
->>> p = eigh_program("float", 4, 8, True, 4)
+>>> p = eigh_program("float", 4, 8, True)
 >>> p.local_size, p.barriers, p.mergeable
 (8, True, False)
 """
@@ -144,23 +144,24 @@ def _lp(trips: int) -> int:
     return trips + 1
 
 
-def eigh_edges(n: int, L: int, S: int) -> int:
-    """Loop iterations one invocation runs in one dispatch of S sweeps (an upper bound)."""
+def eigh_edges(n: int, L: int, G: int) -> int:
+    """Loop heads one invocation passes in one dispatch of G rounds (an upper bound)."""
     NE = n + (n & 1)
     H = NE // 2
     sq = _lp(_cdiv(NE * NE, L))
     blocks = _lp(H) + sum(_lp(_cdiv(H - k, L)) for k in range(H))
     rnd = _lp(_cdiv(H, L)) + blocks + _lp(H) * _lp(_cdiv(n, L))
-    sweep = sq + 2 * _lp(_cdiv(L, UNROLL)) + _lp(NE - 1) * rnd
+    check = sq + 2 * _lp(_cdiv(L, UNROLL))
     final = 3 * _lp(_cdiv(n, L)) + _cdiv(n, L) * _lp(_cdiv(n, UNROLL)) + 3 * sq
-    return 2 * sq + _lp(S) * sweep + final
+    return 2 * sq + _lp(G) * rnd + (_cdiv(G, NE - 1) + 1) * check + final
 
 
 @lru_cache(maxsize=256)
-def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
-    """Jacobi eigensolver of one n x n symmetric matrix per workgroup of L invocations, S
-    sweeps per dispatch (meta `first`: start from the input, else from scratch; `last`:
-    write the sorted result, else keep A and the converged flag in scratch). A is kept
+def eigh_program(T: str, n: int, L: int, a_shared: bool) -> Program:
+    """Jacobi eigensolver of one n x n symmetric matrix per workgroup of L invocations, a
+    dispatch running the rounds [g0, g1) of the sweeps' sequence (meta; `first`: start
+    from the input, else from scratch; `last`: write the sorted result, else keep A and
+    the converged flag in scratch; a sweep's first round tests convergence). A is kept
     padded to an even order NE (a zero row and column: the round-robin's idle index) in
     shared memory (copied from and to scratch) or in scratch; V lives in the output.
 
@@ -169,14 +170,14 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
     a block (k <= l) and writes them and their mirror image, in place and alone, and a
     rotated pair's own block is diag(app - t apq, aqq + t apq) (Rutishauser's update).
 
-    >>> [b.name for b in eigh_program("double", 3, 8, False, 4).bindings]
+    >>> [b.name for b in eigh_program("double", 3, 8, False).bindings]
     ['o', 'src', 'scr']
     """
     p = Program(f"Eigh_jacobi_{n}", local_size=L, grid=True)
-    p.meta = Meta(("first", 1), ("last", 1))
+    p.meta = Meta(("first", 1), ("last", 1), ("g0", 1), ("g1", 1))
     o, x, scr = p.buffer("o", T), p.buffer("src", T, readonly=True), p.buffer("scr", T)
     NE = n + (n & 1)
-    _consts(p, NR=n, NE=NE, NH=NE // 2, NM=NE - 1, LS=L, SWEEPS=S)
+    _consts(p, NR=n, NE=NE, NH=NE // 2, NM=NE - 1, LS=L)
     p.add(_rot_glsl(T), names=("rot",))
     A = _work(p, "sa", T, NE * NE, a_shared, scr, "wb")
     pc, ps = p.shared("jc", T, NE // 2), p.shared("js", T, NE // 2)
@@ -202,7 +203,9 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
            f"  done = int({scr}[wb + NE * NE]);",
            "}",
            SYNC,
-           "if (done == 0) for (int sw = 0; sw < SWEEPS; sw++) {",
+           f"if (done == 0) for (int g = {p.m('g0')}; g < {p.m('g1')}; g++) {{",
+           "  int r = g % NM;",
+           "  if (r == 0) {",
            f"  {T} off = {T}(0), tot = {T}(0);",
            f"  {_each('e', 'NE * NE')}",
            f"    int i = e / NE; {T} v = {A('e')}; v *= v; tot += v; if (e != i * (NE + 1)) off += v;",
@@ -216,7 +219,8 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
            "  }",
            f"  {SYNC}",
            f"  if ({fl}[0] != 0) {{ done = 1; break; }}",
-           "  for (int r = 0; r < NM; r++) {",
+           "  }",
+           "  {",
            f"    {_each('k', 'NH')}",
            f"      {pair('k', 'p', 'q')}",
            f"      {T} app = {A('p * NE + p')}, aqq = {A('q * NE + q')}, apq = {A('p * NE + q')}, c, s, t;",
@@ -278,42 +282,42 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool, S: int) -> Program:
 # --------------------------------------------------------------------------- Svd
 
 def svd_sizes(m: int, n: int) -> list[int]:
-    """Scratch elements of one matrix: the work matrix, V, the converged flag."""
+    """Scratch elements of one matrix: the work matrix, V, the converged flag and the flag
+    of a rotation in the current sweep."""
     R, C = max(m, n), min(m, n)
-    return [R * C, C * C, 1]
+    return [R * C, C * C, 2]
 
 
-def svd_edges(m: int, n: int, L: int, S: int) -> int:
+def svd_edges(m: int, n: int, L: int, G: int) -> int:
     R, C = max(m, n), min(m, n)
     CE = C + (C & 1)
     H = CE // 2
     col, row = _lp(_cdiv(R, UNROLL)), _lp(_cdiv(C, UNROLL))
     rnd = _lp(_cdiv(H, L) * (2 * col + row))
-    sweep = _lp(CE - 1) * rnd
     io = 2 * (_lp(_cdiv(R * C, L)) + _lp(_cdiv(C * C, L)))
     final = _lp(_cdiv(C, L)) * (col + row) + _lp(_cdiv(R * C, L)) + _lp(_cdiv(C * C, L)) + _lp(_cdiv(C, L))
-    return io + _lp(S) * sweep + final
+    return io + _lp(G) * rnd + final
 
 
 @lru_cache(maxsize=256)
-def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool, S: int) -> Program:
-    """One-sided Jacobi SVD of one m x n matrix per workgroup, S sweeps per dispatch (meta
-    as eigh_program's): the R x C work matrix (A, or A^T when m < n; R = max(m, n), C =
+def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool) -> Program:
+    """One-sided Jacobi SVD of one m x n matrix per workgroup, rounds [g0, g1) per dispatch
+    (meta as eigh_program's; a sweep's first round ends the solve when the sweep before it
+    rotated nothing): the R x C work matrix (A, or A^T when m < n; R = max(m, n), C =
     min(m, n)) column-major, and the C x C rotations V, each in shared memory or scratch.
 
-    >>> [b.name for b in svd_program("float", 5, 3, 8, False, True, 4).bindings]
+    >>> [b.name for b in svd_program("float", 5, 3, 8, False, True).bindings]
     ['o', 'src', 'scr']
     """
     p = Program(f"Svd_jacobi_{m}x{n}", local_size=L, grid=True)
-    p.meta = Meta(("first", 1), ("last", 1))
+    p.meta = Meta(("first", 1), ("last", 1), ("g0", 1), ("g1", 1))
     o, x, scr = p.buffer("o", T), p.buffer("src", T, readonly=True), p.buffer("scr", T)
     R, C = max(m, n), min(m, n)
     CE = C + (C & 1)
-    _consts(p, MR=m, NC=n, RR=R, CC=C, NH=CE // 2, NM=CE - 1, LS=L, SWEEPS=S)
+    _consts(p, MR=m, NC=n, RR=R, CC=C, NH=CE // 2, NM=CE - 1, LS=L)
     p.add(_rot_glsl(T), names=("rot",))
     G = _work(p, "sg", T, R * C, g_shared, scr, "wb")
     V = _work(p, "sv", T, C * C, v_shared, scr, "vb")
-    fl = p.shared("fl", "int", 1)
     wv, rk = p.shared("wv", T, max(C, 1)), p.shared("rk", "int", max(C, 1))
     tol = _lit(T, EPS[T] * max(1.0, float(np.sqrt(R))))
     trans = m < n
@@ -329,7 +333,7 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool, 
         fetch.append(f"{_each('e', 'CC * CC')} {V('e')} = {scr}[vb + e]; }}")
     p.main("int b = int(group_id()); int l = int(lidx());",
            "int xb = b * MR * NC; int ob = b * (MR + NC + 1) * CC;",
-           "int wb = b * (RR * CC + CC * CC + 1); int vb = wb + RR * CC; int fb = vb + CC * CC;",
+           "int wb = b * (RR * CC + CC * CC + 2); int vb = wb + RR * CC; int fb = vb + CC * CC;",
            "int done = 0;",
            f"if ({p.m('first')} != 0) {{",
            f"  {_each('e', 'RR * CC')} int j = e / RR; int i = e - j * RR; {G('e')} = {T}({load}); }}",
@@ -338,10 +342,17 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool, 
            *fetch,
            f"  done = int({scr}[fb]);",
            "}",
-           "if (done == 0) for (int sw = 0; sw < SWEEPS; sw++) {",
-           f"  if (l == 0) {fl}[0] = 0;",
-           f"  {SYNC}",
-           "  for (int r = 0; r < NM; r++) {",
+           SYNC,
+           f"if (done == 0) for (int g = {p.m('g0')}; g < {p.m('g1')}; g++) {{",
+           "  int r = g % NM;",
+           "  if (r == 0) {",
+           f"    int again = g == 0 ? 1 : int({scr}[fb + 1]);",
+           f"    {SYNC}",
+           "    if (again == 0) { done = 1; break; }",
+           f"    if (l == 0) {scr}[fb + 1] = {T}(0);",
+           f"    {SYNC}",
+           "  }",
+           "  {",
            f"    {_each('k', 'NH')}",
            *("      " + s for s in _pair_lines()),
            "      if (q >= CC) continue;",
@@ -349,7 +360,7 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool, 
            *("      " + s for s in _run("i", "0", "RR", f"{T} u = {G('p * RR + i')}, v = {G('q * RR + i')}; "
                                       "al += u * u; be += v * v; ga += u * v;", exR)),
            f"      if (!(abs(ga) > {tol} * sqrt(al) * sqrt(be))) continue;",
-           f"      {fl}[0] = 1;",
+           f"      {scr}[fb + 1] = {T}(1);",
            f"      {T} c, s, t;",
            "      rot(al, be, ga, c, s, t);",
            *("      " + s for s in _run("i", "0", "RR", f"{T} u = {G('p * RR + i')}, v = {G('q * RR + i')}; "
@@ -359,9 +370,6 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool, 
            "    }",
            f"    {SYNC}",
            "  }",
-           f"  int again = {fl}[0];",
-           f"  {SYNC}",
-           "  if (again == 0) { done = 1; break; }",
            "}",
            f"if ({p.m('last')} == 0) {{",
            *("  " + s for s in keep),
@@ -523,7 +531,7 @@ def _local(profile, units: int, edges=None) -> int:
     the lanes saved; on a GPU enough for each to have a few units of a phase."""
     L = 8
     if profile.layout == "cpu" and edges is not None:
-        while L < 1024 and profile.loop_limit and edges(L, 1) > profile.loop_limit * 0.8:
+        while L < 1024 and profile.loop_limit and edges(L, 1) > profile.loop_limit * 0.8:   # one round
             L *= 2
         return L
     while L < units and L < 256:
@@ -531,18 +539,19 @@ def _local(profile, units: int, edges=None) -> int:
     return L
 
 
-def _sweeps(edges, limit: int, what: str) -> int:
-    """Sweeps per dispatch under the driver's loop limit (all of them without one)."""
+def _rounds(edges, total: int, limit: int, what: str) -> int:
+    """Jacobi rounds per dispatch under the driver's loop limit (all of them without one)."""
     if not limit:
-        return MAX_SWEEPS
+        return total
     budget = int(limit * 0.8)
-    S = MAX_SWEEPS
-    while S > 1 and edges(S) > budget:
-        S -= 1
-    if edges(S) > budget:
-        raise TooLarge(f"{what}: one Jacobi sweep of this matrix passes the driver's loop limit "
+    if edges(1) > budget:
+        raise TooLarge(f"{what}: one Jacobi round of this matrix passes the driver's loop limit "
                        f"({limit} iterations per invocation); use smaller matrices on this device")
-    return S
+    lo, hi = 1, total
+    while lo < hi:          # the most rounds that fit
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if edges(mid) <= budget else (lo, mid - 1)
+    return lo
 
 
 def lower(node, ins, out, ctx) -> None:
@@ -578,15 +587,18 @@ def lower(node, ins, out, ctx) -> None:
         ctx.dispatch(ctx.kernel(prog), {}, [out, x, scr], groups=b)
         return
     if op == "Eigh":
-        L = _local(ctx.profile, n * n // 32, lambda L_, s_: eigh_edges(n, L_, s_))
-        S = _sweeps(lambda s: eigh_edges(n, L, s), limit, "Eigh")
-        prog = eigh_program(T, n, L, place[0], S)
+        edges = lambda L_, g_: eigh_edges(n, L_, g_)      # noqa: E731
+        L = _local(ctx.profile, n * n // 32, edges)
+        prog, order = eigh_program(T, n, L, place[0]), n + (n & 1)
     else:
         C = min(m, n)
-        L = _local(ctx.profile, (C + 1) // 2, lambda L_, s_: svd_edges(m, n, L_, s_))
-        S = _sweeps(lambda s: svd_edges(m, n, L, s), limit, "Svd")
-        prog = svd_program(T, m, n, L, place[0], place[1], S)
+        edges = lambda L_, g_: svd_edges(m, n, L_, g_)    # noqa: E731
+        L = _local(ctx.profile, (C + 1) // 2, edges)
+        prog, order = svd_program(T, m, n, L, place[0], place[1]), C + (C & 1)
+    total = MAX_SWEEPS * max(order - 1, 1)
+    G = _rounds(lambda g: edges(L, g), total, limit, op)
     k = ctx.kernel(prog)
-    D = _cdiv(MAX_SWEEPS, S)
+    D = _cdiv(total, G)
     for d in range(D):
-        ctx.dispatch(k, {"first": int(d == 0), "last": int(d == D - 1)}, [out, x, scr], groups=b)
+        ctx.dispatch(k, {"first": int(d == 0), "last": int(d == D - 1), "g0": d * G,
+                         "g1": min((d + 1) * G, total)}, [out, x, scr], groups=b)
