@@ -223,6 +223,19 @@ def test_vmap_and_jit():
     close(g, 2 * xs, 1e-10)
 
 
+def test_solves_split_across_dispatches(monkeypatch):
+    """Under lavapipe's loop limit a solve runs as several dispatches, its state in scratch
+    between them; forced here to a few rounds (QR steps) each."""
+    import vkml.vulkan.lower.spectral as sp
+    monkeypatch.setattr(sp, "_rounds", lambda edges, total, limit, what: 3)
+    s, a = sym(2, 5, 5), A(2, 5, 3)
+    close(la.eigvalsh(vnp.asarray(s)), np.linalg.eigvalsh(s))
+    close(la.svd(vnp.asarray(a), compute_uv=False), np.linalg.svd(a, compute_uv=False))
+    q, r = (np.asarray(t) for t in la.qr(vnp.asarray(a)))
+    close(q @ r, a)
+    close(np.abs(r), np.abs(np.linalg.qr(a)[1]))
+
+
 # --------------------------------------------------------------------------- errors
 
 

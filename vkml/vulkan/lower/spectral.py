@@ -30,10 +30,10 @@ rank counting) and written packed as the registry declares.
 
 What lavapipe asks for (bench/RESULTS.md, issue 18, has the measurements): its gallivm
 ends any loop once an invocation has passed 65535 loop heads in all (`Profile.loop_limit`),
-so a Jacobi solve is split into dispatches of S sweeps each (meta `first` / `last`, the
-state and a converged flag kept in scratch between them; S from `eigh_edges` /
-`svd_edges`, an upper bound of the loop heads), and loops along a column are unrolled
-UNROLL times. Its barriers switch between the coroutines running a workgroup's SIMD rows,
+so a solve is split into dispatches of as many Jacobi rounds (QR steps) as fit (meta `first`
+/ `last` / the range; the state and flags kept in scratch between them; the count from
+`eigh_edges` / `svd_edges` / `qr_edges`, upper bounds of the loop heads), and loops along a
+column are unrolledUNROLL times. Its barriers switch between the coroutines running a workgroup's SIMD rows,
 and shared or storage memory indexed per invocation costs a load per lane, so on a CPU
 device a workgroup has the fewest invocations (from 8, one SIMD row) whose sweep fits the
 limit, and the kernels are arranged for few memory operations per element. The programs
@@ -403,79 +403,100 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool) 
 
 # --------------------------------------------------------------------------- Qr
 
-def qr_sizes(m: int, n: int) -> list[int]:
-    """Scratch elements of one matrix: none (the reflectors live in shared memory or, when
-    they do not fit, here)."""
-    return [m * min(m, n)]
-
-
-def qr_edges(m: int, n: int, kq: int, L: int) -> int:
+def qr_sizes(m: int, n: int, kq: int) -> list[int]:
+    """Scratch elements of one matrix: the reflectors (when they do not fit shared memory
+    or must outlast a dispatch), then the columns and the taus kept between dispatches."""
     K = min(m, n)
+    return [m * K, max(n, kq) * m + K]
+
+
+def qr_edges(m: int, n: int, G: int) -> int:
+    """Loop heads of one dispatch of G steps (an upper bound)."""
     col = _lp(_cdiv(m, UNROLL))
-    return 4 * col + _lp(K) * (5 * col) + _lp(K) * (2 * col)
+    return 8 * col + _lp(G) * 5 * col
 
 
 @lru_cache(maxsize=256)
 def qr_program(T: str, m: int, n: int, complete: bool, L: int, v_shared: bool) -> Program:
     """Householder QR of one m x n matrix per workgroup, one column per invocation held in
-    a private array (L >= max(n, kq) invocations): a private array indexed by a uniform
-    loop counter is a plain vector load on lavapipe, where shared or storage memory
-    indexed per invocation is a gather, lane by lane. The column of step j makes its
-    reflector and publishes it (shared memory, or scratch when m x min(m, n) does not
-    fit); every later column applies it; then each invocation builds one column of Q
-    from the identity, applying the reflectors backwards.
+    a private array (L >= max(n, kq) invocations). Steps s in [0, 2K), K = min(m, n):
+    step j < K makes column j's reflector (published in shared memory, or scratch when
+    the m x K of them do not fit or must outlast a dispatch) and applies it to every later
+    column; then R is written and each invocation builds one column of Q from the identity,
+    step 2K - 1 - j applying reflector j. A dispatch runs steps [s0, s1) (meta; `first`:
+    load A, else the columns and taus kept in scratch; `last`: write Q, else keep them).
 
     >>> qr_program("float", 4, 3, False, 8, True).name
     'Qr_householder_4x3'
     """
     p = Program(f"Qr_householder_{m}x{n}", local_size=L, grid=True)
+    p.meta = Meta(("first", 1), ("last", 1), ("s0", 1), ("s1", 1))
     o, x, scr = p.buffer("o", T), p.buffer("src", T, readonly=True), p.buffer("scr", T)
     K = min(m, n)
     kq = m if complete else K
-    _consts(p, MR=m, NC=n, KR=K, KQ=kq, OW=kq + n, LS=L)
+    W = max(n, kq)
+    _consts(p, MR=m, NC=n, KR=K, KQ=kq, OW=kq + n, LS=L, CW=W)
     Vs = _work(p, "vv", T, m * K, v_shared, scr, "vb")
     tb = p.shared("tb", T, max(K, 1))
     col = lambda body, start="0": _run("i", start, "MR", body, start == "0" and m % UNROLL == 0)   # noqa: E731
+    apply = lambda: [f"{T} tau = {tb}[j], w = a[j];",      # noqa: E731
+                     *col(f"w += {Vs('j * MR + i')} * a[i];", "j + 1"),
+                     "w *= tau; a[j] -= w;",
+                     *col(f"a[i] -= w * {Vs('j * MR + i')};", "j + 1")]
     p.main("int b = int(group_id()); int c = int(lidx());",
-           "int xb = b * MR * NC; int ob = b * MR * OW; int vb = b * MR * KR;",
+           "int xb = b * MR * NC; int ob = b * MR * OW; int vb = b * (MR * KR + CW * MR + KR);",
+           "int kb = vb + MR * KR; int tk = kb + CW * MR;",
            f"{T} a[MR];",
-           *col(f"a[i] = c < NC ? {T}({x}[xb + i * NC + c]) : {T}(0);"),
-           "for (int j = 0; j < KR; j++) {",
-           "  if (c == j) {",
-           f"    {T} xn = {T}(0);",
-           *("    " + t for t in col("xn += a[i] * a[i];", "j + 1")),
-           f"    {T} al = a[j], tau = {T}(0), sc = {T}(1);",
-           f"    if (xn > {T}(0)) {{",
+           f"if ({p.m('first')} != 0) {{",
+           *("  " + t for t in col(f"a[i] = c < NC ? {T}({x}[xb + i * NC + c]) : {T}(0);")),
+           "} else {",
+           *("  " + t for t in col(f"a[i] = c < CW ? {scr}[kb + c * MR + i] : {T}(0);")),
+           f"  for (int j = c; j < KR; j += LS) {tb}[j] = {scr}[tk + j];",
+           "}",
+           SYNC,
+           f"for (int st = {p.m('s0')}; st < {p.m('s1')}; st++) {{",
+           "  if (st < KR) {",
+           "    int j = st;",
+           "    if (c == j) {",
+           f"      {T} xn = {T}(0);",
+           *("      " + t for t in col("xn += a[i] * a[i];", "j + 1")),
+           f"      {T} al = a[j], tau = {T}(0), sc = {T}(1);",
+           f"      if (xn > {T}(0)) {{",
            # LAPACK's dlarfg: beta = -sign(alpha) ||x||, H = I - tau v v^T with v_j = 1
-           f"      {T} be = sqrt(al * al + xn); if (al >= {T}(0)) be = -be;",
-           f"      tau = (be - al) / be; sc = {T}(1) / (al - be); a[j] = be;",
+           f"        {T} be = sqrt(al * al + xn); if (al >= {T}(0)) be = -be;",
+           f"        tau = (be - al) / be; sc = {T}(1) / (al - be); a[j] = be;",
+           "      }",
+           *("      " + t for t in col(f"a[i] *= sc; {Vs('j * MR + i')} = a[i];", "j + 1")),
+           f"      {tb}[j] = tau;",
            "    }",
-           *("    " + t for t in col(f"a[i] *= sc; {Vs('j * MR + i')} = a[i];", "j + 1")),
-           f"    {tb}[j] = tau;",
+           f"    {SYNC}",
+           "    if (c > j && c < NC) {",
+           *("      " + t for t in apply()),
+           "    }",
+           "    continue;",
            "  }",
-           f"  {SYNC}",
-           "  if (c > j && c < NC) {",
-           f"    {T} tau = {tb}[j], w = a[j];",
-           *("    " + t for t in col(f"w += {Vs('j * MR + i')} * a[i];", "j + 1")),
-           "    w *= tau; a[j] -= w;",
-           *("    " + t for t in col(f"a[i] -= w * {Vs('j * MR + i')};", "j + 1")),
+           "  int j = 2 * KR - 1 - st;",
+           "  if (j == KR - 1) {",
+           # R: rows :kq of the columns kq: of the packed output, zero below the diagonal;
+           # then Q's column c starts as e_c
+           "    if (c < NC) {",
+           *("      " + t for t in col(f"{o}[ob + i * OW + KQ + c] = (i <= c && i < KQ) ? a[i] : {T}(0);")),
+           "    }",
+           *("    " + t for t in col(f"a[i] = i == c ? {T}(1) : {T}(0);")),
+           "  }",
+           # Q = H_0 ... H_{K-1} I: H_j leaves column c alone while j > c
+           "  if (c < KQ && j <= c) {",
+           *("    " + t for t in apply()),
            "  }",
            "}",
-           f"{SYNC}",
-           # R: rows :kq of the columns kq: of the packed output, zero below the diagonal
-           "if (c < NC) {",
-           *("  " + t for t in col(f"{o}[ob + i * OW + KQ + c] = (i <= c && i < KQ) ? a[i] : {T}(0);")),
+           f"if ({p.m('last')} == 0) {{",
+           *("  " + t for t in col(f"if (c < CW) {scr}[kb + c * MR + i] = a[i];")),
+           f"  for (int j = c; j < KR; j += LS) {scr}[tk + j] = {tb}[j];",
+           "  return;",
            "}",
-           # Q = H_0 ... H_{K-1} I: column c starts as e_c; H_j leaves it alone while j > c
            "if (c < KQ) {",
-           *("  " + t for t in col(f"a[i] = i == c ? {T}(1) : {T}(0);")),
-           "  for (int j = KR - 1; j >= 0; j--) {",
-           "    if (j > c) continue;",
-           f"    {T} tau = {tb}[j], w = a[j];",
-           *("    " + t for t in col(f"w += {Vs('j * MR + i')} * a[i];", "j + 1")),
-           "    w *= tau; a[j] -= w;",
-           *("    " + t for t in col(f"a[i] -= w * {Vs('j * MR + i')};", "j + 1")),
-           "  }",
+           # no reflectors (n = 0): Q is the identity
+           *(("  " + t for t in col(f"a[i] = i == c ? {T}(1) : {T}(0);")) if K == 0 else ()),
            *("  " + t for t in col(f"{o}[ob + i * OW + c] = a[i];")),
            "}")
     return p
@@ -495,7 +516,9 @@ def _dims(node) -> tuple[int, int, int]:
 def _sizes(node) -> list[int]:
     _, m, n = _dims(node)
     op = node.op.value
-    return eigh_sizes(n) if op == "Eigh" else svd_sizes(m, n) if op == "Svd" else qr_sizes(m, n)
+    if op == "Qr":
+        return qr_sizes(m, n, m if node.attrs["complete"] else min(m, n))
+    return eigh_sizes(n) if op == "Eigh" else svd_sizes(m, n)
 
 
 def _placement(node, shared_bytes: int) -> list[bool]:
@@ -580,11 +603,15 @@ def lower(node, ins, out, ctx) -> None:
         if L > ctx.dev.max_workgroup_invocations:
             raise TooLarge(f"Qr: {max(n, kq)} columns exceed the device's workgroup size "
                            f"({ctx.dev.max_workgroup_invocations} invocations, one per column)")
-        if limit and qr_edges(m, n, kq, L) > limit * 0.8:
-            raise TooLarge(f"Qr: a {m} x {n} matrix passes the driver's loop limit ({limit} "
-                           f"iterations per invocation); use smaller matrices on this device")
-        prog = qr_program(T, m, n, complete, L, place[0])
-        ctx.dispatch(ctx.kernel(prog), {}, [out, x, scr], groups=b)
+        K = min(m, n)
+        total = 2 * K
+        G = _rounds(lambda g: qr_edges(m, n, g), total, limit, op) if total else 1
+        D = max(_cdiv(total, G), 1)
+        # reflectors kept in shared memory only when one dispatch does it all
+        k = ctx.kernel(qr_program(T, m, n, complete, L, place[0] and D == 1))
+        for d in range(D):
+            ctx.dispatch(k, {"first": int(d == 0), "last": int(d == D - 1), "s0": d * G,
+                             "s1": min((d + 1) * G, total)}, [out, x, scr], groups=b)
         return
     if op == "Eigh":
         edges = lambda L_, g_: eigh_edges(n, L_, g_)      # noqa: E731
