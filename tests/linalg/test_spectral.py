@@ -223,6 +223,19 @@ def test_vmap_and_jit():
     close(g, 2 * xs, 1e-10)
 
 
+def test_nan_and_exact_degeneracy():
+    a = np.eye(4)
+    a[1, 2] = a[2, 1] = np.nan
+    w, v = la.eigh(vnp.asarray(a))
+    assert np.isnan(np.asarray(w)).all() and np.isnan(np.asarray(v)).all()
+    # repeated eigenvalues and exact zeros: values still right, V orthonormal
+    ones = np.ones((3, 3))
+    close(la.eigvalsh(vnp.asarray(ones)), [0.0, 0.0, 3.0])
+    w, v = (np.asarray(t) for t in la.eigh(vnp.asarray(ones)))
+    close(mT(v) @ v, np.eye(3))
+    close(la.svd(vnp.asarray(ones), compute_uv=False), [3.0, 0.0, 0.0])
+
+
 def test_solves_split_across_dispatches(monkeypatch):
     """Under lavapipe's loop limit a solve runs as several dispatches, its state in scratch
     between them; forced here to a few rounds (QR steps) each."""

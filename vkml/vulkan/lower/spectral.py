@@ -106,6 +106,17 @@ def _rot_glsl(T: str) -> str:
             f"}}\n")
 
 
+def _before_glsl(T: str) -> str:
+    """`before(u, i, w, j)`: (u, i) sorts before (w, j), ascending with ties by position
+    and NaN last, a total order, so the ranks it counts are a permutation even for NaN
+    input (whose factors are then NaN, as LAPACK's)."""
+    return (f"bool before({T} u, int i, {T} w, int j) {{\n"
+            "  bool nu = isnan(u), nw = isnan(w);\n"
+            "  if (nu || nw) return nu && nw ? i < j : nw;\n"
+            "  return u < w || (u == w && i < j);\n"
+            "}\n")
+
+
 def _pair_lines() -> list[str]:
     """GLSL setting p < q, round r's pair k of the round-robin over NM + 1 indices (index
     NM fixed, the others turning on a circle): every pair once in NM rounds."""
@@ -179,6 +190,7 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool) -> Program:
     NE = n + (n & 1)
     _consts(p, NR=n, NE=NE, NH=NE // 2, NM=NE - 1, LS=L)
     p.add(_rot_glsl(T), names=("rot",))
+    p.add(_before_glsl(T), names=("before",))
     A = _work(p, "sa", T, NE * NE, a_shared, scr, "wb")
     pc, ps = p.shared("jc", T, NE // 2), p.shared("js", T, NE // 2)
     dp, dq = p.shared("jdp", T, NE // 2), p.shared("jdq", T, NE // 2)
@@ -270,7 +282,7 @@ def eigh_program(T: str, n: int, L: int, a_shared: bool) -> Program:
            # eigenvalues ascending: each one's place is the count of those before it
            _each("j", "NR"),
            f"  {T} w = {wv}[j]; int c = 0;",
-           *("  " + t for t in _run("i", "0", "NR", f"{T} u = {wv}[i]; c += (u < w || (u == w && i < j)) ? 1 : 0;",
+           *("  " + t for t in _run("i", "0", "NR", f"{T} u = {wv}[i]; c += before(u, i, w, j) ? 1 : 0;",
                                     n % UNROLL == 0)),
            f"  {rk}[j] = c;",
            "}",
@@ -321,6 +333,7 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool) 
     CE = C + (C & 1)
     _consts(p, MR=m, NC=n, RR=R, CC=C, NH=CE // 2, NM=CE - 1, LS=L)
     p.add(_rot_glsl(T), names=("rot",))
+    p.add(_before_glsl(T), names=("before",))
     G = _work(p, "sg", T, R * C, g_shared, scr, "wb")
     V = _work(p, "sv", T, C * C, v_shared, scr, "vb")
     wv, rk = p.shared("wv", T, max(C, 1)), p.shared("rk", "int", max(C, 1))
@@ -390,7 +403,7 @@ def svd_program(T: str, m: int, n: int, L: int, g_shared: bool, v_shared: bool) 
            # singular values descending: each one's place is the count of those before it
            _each("j", "CC"),
            f"  {T} w = {wv}[j]; int c = 0;",
-           *("  " + s for s in _run("i", "0", "CC", f"{T} u = {wv}[i]; c += (u > w || (u == w && i < j)) ? 1 : 0;", exC)),
+           *("  " + s for s in _run("i", "0", "CC", f"{T} u = {wv}[i]; c += before(-u, i, -w, j) ? 1 : 0;", exC)),
            f"  {rk}[j] = c;",
            "}",
            SYNC,
