@@ -117,6 +117,13 @@ CASES = {
                       + bind(K.ScatterReduce, [x * x * x, SR_IDX], axis=1, size=3, reduce="min"),
                       [a(2, 6)]),
     K.MatMul: (lambda x, y: bind(K.MatMul, [x, y]) * bind(K.MatMul, [x, y]), [a(2, 2, 3), a(3, 4)]),
+    # gauge-invariant functions of the packed factors (squared eigenvector entries, the
+    # rank-one term u_0 v_0^T, Householder's unique Q and R)
+    K.Eigh: (lambda x: (lambda P: (P[3] ** 2).sum() + (P[:3] ** 2 * P[3:]).sum())(
+        bind(K.Eigh, [x + x.T])), [a(3, 3)]),
+    K.Svd: (lambda x: (lambda P: (P[7] ** 3).sum() + ((P[:4, :1] @ P[4:7, :1].T) ** 2 * x).sum())(
+        bind(K.Svd, [x])), [a(4, 3)]),
+    K.Qr: (lambda x: (bind(K.Qr, [x], complete=False) ** 3).sum(), [a(4, 3)]),
     K.Im2Col: (lambda x: bind(K.Im2Col, [x * x], **W), [a(1, 2, 3, 3)]),
     K.Col2Im: (lambda c: bind(K.Col2Im, [c * c], output_size=(3, 3), **W), [a(1, 8, 8)]),
     K.MaxPool2d: (lambda x: bind(K.MaxPool2d, [x], kernel=(2, 2), stride=(1, 1), padding=(0, 0), dilation=(1, 1)) ** 2, [POOL_X]),

@@ -542,3 +542,13 @@ def test_vmap_with_passed_scalars_inside_jit_and_grad():
     np.testing.assert_allclose(g.numpy(), 3 * xs ** 2, rtol=1e-14)
     per = vmap(vkml.grad(f), in_axes=(0, None))(vnp.asarray(xs), 2)
     np.testing.assert_allclose(per.numpy(), 2 * xs, rtol=1e-14)
+
+
+# the decompositions, last so that the cases above keep their random draws: a batch axis
+# is one more leading axis of matrices (the kernels are deterministic, so the batched
+# factors equal the looped ones, signs included)
+CASES[K.Eigh] = [Case(lambda x: bind(K.Eigh, [x + vnp.swapaxes(x, -1, -2)]), [a(B, 3, 3, dtype=F64)]),
+                 Case(lambda x: bind(K.Eigh, [x * x]), [a(2, B, 2, dtype=F32)], in_axes=1, name="axis1")]
+CASES[K.Svd] = [Case(u(K.Svd), [a(B, 4, 3, dtype=F64)]), Case(u(K.Svd), [a(2, 5, B)], in_axes=2, name="wide")]
+CASES[K.Qr] = [Case(u(K.Qr, complete=False), [a(B, 4, 3, dtype=F64)]),
+               Case(u(K.Qr, complete=True), [a(3, B, 2)], in_axes=1, name="complete")]

@@ -57,6 +57,8 @@ class OpKind(enum.Enum):
     # linear algebra (factorisations and solves, batched over leading axes)
     Cholesky = "Cholesky"; TriangularSolve = "TriangularSolve"; Solve = "Solve"
     LuPivots = "LuPivots"; LuPivotsToPermutation = "LuPivotsToPermutation"; Lu = "Lu"
+    # spectral decompositions (vkml/linalg/spectral.py), each one node with a packed output
+    Eigh = "Eigh"; Svd = "Svd"; Qr = "Qr"
 
 
 class Grad(enum.Enum):
@@ -968,6 +970,59 @@ _declare(OpKind.Lu, arity=2, attrs=(), shape_rule=_lu_shape, dtype_rule=_lu_dtyp
              "it is LU with partial pivoting), packed: the strict lower triangle is L's (unit "
              "diagonal implied), the upper triangle U's; a[perm] = L U. A zero pivot gives "
              "inf/nan.", family="linalg")
+# --------------------------------------------------------------------------- spectral
+
+
+def _matrices(op, s, square=False):
+    x = s[0]
+    if len(x) < 2:
+        raise ShapeError(f"{op}: operand needs rank >= 2 (a stack of matrices), got shape {x}")
+    if square and x[-1] != x[-2]:
+        raise ShapeError(f"{op}: operand must be a stack of square matrices, got shape {x}")
+    return x[:-2], x[-2], x[-1]
+
+
+def _eigh_shape(s, a):
+    b, n, _ = _matrices("Eigh", s, square=True)
+    return b + (n + 1, n)
+
+
+def _svd_shape(s, a):
+    b, m, n = _matrices("Svd", s)
+    return b + (m + n + 1, min(m, n))
+
+
+def _qr_shape(s, a):
+    if not isinstance(a["complete"], bool):
+        raise ShapeError(f"Qr: complete {a['complete']!r} must be a bool")
+    b, m, n = _matrices("Qr", s)
+    return b + (m, (m if a["complete"] else min(m, n)) + n)
+
+
+# A graph node has one output, so each decomposition packs its factors into one array
+# that the surface slices (as ArgSort leaves the values to a gather): one kernel computes
+# every factor together, and the rule sees the cotangents of all of them at once.
+_declare(OpKind.Eigh, arity=1, attrs=(), shape_rule=_eigh_shape,
+         dtype_rule=_unary_dtype("Eigh", dt.FLOATS), dtypes=dt.FLOATS, kernel="spectral",
+         grad=Grad.RULE,
+         doc="Eigendecomposition of symmetric matrices (..., n, n) by parallel cyclic Jacobi, "
+             "packed as (..., n + 1, n): rows :n hold the orthonormal eigenvectors as columns, "
+             "row n the eigenvalues in ascending order. Reads the whole matrix, which must be "
+             "symmetric (vkml.numpy.linalg.eigh symmetrizes first).", family="linalg")
+_declare(OpKind.Svd, arity=1, attrs=(), shape_rule=_svd_shape,
+         dtype_rule=_unary_dtype("Svd", dt.FLOATS), dtypes=dt.FLOATS, kernel="spectral",
+         grad=Grad.RULE,
+         doc="Thin singular value decomposition of (..., m, n) by one-sided Jacobi, packed as "
+             "(..., m + n + 1, k), k = min(m, n): rows :m hold U, rows m:m + n hold V (so A = "
+             "U diag(s) V^T), row m + n the singular values in descending order.",
+         family="linalg")
+_declare(OpKind.Qr, arity=1, attrs=("complete",), shape_rule=_qr_shape,
+         dtype_rule=_unary_dtype("Qr", dt.FLOATS), dtypes=dt.FLOATS, kernel="spectral",
+         grad=Grad.RULE,
+         doc="Householder QR of (..., m, n), packed as (..., m, kq + n) with kq = m when "
+             "`complete` else min(m, n): columns :kq hold Q, rows :kq of columns kq: hold the "
+             "upper-triangular R (the rest zero). R's diagonal has LAPACK's signs.",
+         family="linalg")
 
 # The shape rule of each operator in words (for the generated docs); the functions above
 # are the executable form.
@@ -1010,6 +1065,9 @@ _SHAPE_OVERRIDES = {
     OpKind.LuPivots: "(..., n) from (..., n, n)",
     OpKind.LuPivotsToPermutation: "same as the input",
     OpKind.Lu: "same as the matrices (..., n, n)",
+    OpKind.Eigh: "(..., n + 1, n) from (..., n, n)",
+    OpKind.Svd: "(..., m + n + 1, min(m, n)) from (..., m, n)",
+    OpKind.Qr: "(..., m, kq + n) from (..., m, n), kq = m if `complete` else min(m, n)",
 }
 for _k, _s in SPECS.items():
     _s.extra["shape"] = _SHAPE_OVERRIDES.get(_k) or _SHAPE_WORDS.get(_s.family, "see doc")

@@ -99,6 +99,10 @@ def _reduce(ctx, n, ins, bat):
                   keepdims=n.attrs["keepdims"])
 
 
+def _leading(ctx, n, ins, bat):
+    return ctx.op(n.op, ins[0], **n.attrs)
+
+
 def _along_axis(ctx, n, ins, bat):
     return ctx.op(n.op, ins[0], **{**n.attrs, "axis": n.attrs["axis"] + 1})
 
@@ -282,6 +286,8 @@ BATCH_RULES: dict[K, Rule] = {
     K.Im2Col: _window_op, K.Col2Im: _window_op, K.MaxPool2d: _window_op,
     K.MaxPool2dBackward: _window_op,
     K.Scan: batch_scan, K.Part: batch_part,    # the body batched (transforms/control.py)
+    # the decompositions act on the last two axes: a batch axis is one more leading axis
+    K.Eigh: _leading, K.Svd: _leading, K.Qr: _leading,
 }
 
 # the linear-algebra operators take any leading batch: their rules live with their gradients

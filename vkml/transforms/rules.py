@@ -292,3 +292,8 @@ RULES = {
 from .linalg_rules import RULES as _LINALG_RULES  # noqa: E402
 
 RULES.update(_LINALG_RULES)
+
+# the spectral decompositions' rules live in a module of their own
+from .spectral_rules import SPECTRAL_RULES  # noqa: E402
+
+RULES.update(SPECTRAL_RULES)
