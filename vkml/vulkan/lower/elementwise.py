@@ -141,9 +141,9 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
     """GLSL `T name(T0 a0, ...)` computing the region's root from its loaded values (one
     parameter per load, in load order); and whether it calls the math library.
 
-    16-bit floats are float32 values here; an explicit Cast to one rounds, and with
-    round_each (`profile.lowp_round_each`) so does every operator with a 16-bit result
-    (else the store rounds the root once).
+    16-bit floats are float32 values here; an explicit Cast to or from one rounds to it,
+    and with round_each (`profile.lowp_round_each`) so does every operator with a 16-bit
+    result (else the store rounds the root once).
 
     >>> import vkml, vkml.numpy as vnp
     >>> from vkml.vulkan.regions import build_region
@@ -180,7 +180,11 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
                 continue
             ex = op_expr(op, in_dt, out_dt, attrs)
             math = math or ex.math
-            e = ex.glsl(dt.compute_type(in_dt), *(names[a] for a in args))
+            ops_ = [names[a] for a in args]
+            if op is OpKind.Cast and dt.is_low(in_dt) and not dt.is_low(out_dt) and not round_each:
+                # leaving a 16-bit dtype: the value is one of that dtype (as if stored) first
+                ops_ = [lowp.round_value(in_dt, ops_[0])]
+            e = ex.glsl(dt.compute_type(in_dt), *ops_)
             if dt.is_low(out_dt) and round_each and op not in EXACT:
                 e = lowp.round_value(out_dt, e)     # float32 result rounded once
             lines.append(f"  {T} v{i} = {T}({e});")
