@@ -161,12 +161,15 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
     names: dict[int, str] = {}
     lines = []
     math = False
+    exact: set[int] = set()    # values already of their (16-bit) dtype: no rounding needed
     for i, ins in enumerate(reg.code):
         if ins[0] == "load":
             params[ins[1]] = f"{dt.compute_type(reg.types[i])} a{ins[1]}"
             names[i] = f"a{ins[1]}"
+            exact.add(i)
         elif ins[0] == "const":
             names[i] = literal(ins[1], ins[2])
+            exact.add(i)
         else:
             _, op, in_dt, out_dt, attrs, args = ins
             T = dt.compute_type(out_dt)
@@ -175,18 +178,22 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
                 lines += pre
                 if dt.is_low(out_dt) and round_each:
                     e = lowp.round_value(out_dt, e)
+                    exact.add(i)
                 lines.append(f"  {T} v{i} = {e};")
                 names[i] = f"v{i}"
                 continue
             ex = op_expr(op, in_dt, out_dt, attrs)
             math = math or ex.math
             ops_ = [names[a] for a in args]
-            if op is OpKind.Cast and dt.is_low(in_dt) and not dt.is_low(out_dt) and not round_each:
+            if op is OpKind.Cast and dt.is_low(in_dt) and not dt.is_low(out_dt) and args[0] not in exact:
                 # leaving a 16-bit dtype: the value is one of that dtype (as if stored) first
                 ops_ = [lowp.round_value(in_dt, ops_[0])]
             e = ex.glsl(dt.compute_type(in_dt), *ops_)
-            if dt.is_low(out_dt) and round_each and op not in EXACT:
+            if op is OpKind.Cast or (op in EXACT and all(a in exact for a in args)):
+                exact.add(i)
+            elif dt.is_low(out_dt) and round_each:
                 e = lowp.round_value(out_dt, e)     # float32 result rounded once
+                exact.add(i)
             lines.append(f"  {T} v{i} = {T}({e});")
             names[i] = f"v{i}"
     T = dt.compute_type(reg.dtype)
