@@ -180,3 +180,29 @@ def test_device_profile_and_tensor_casts():
     (h * h).sum().backward()
     assert h.dtype == BF16 and t.grad.dtype == np.float32
     np.testing.assert_array_equal(np.asarray(t.grad), [2.0, 4.0])
+
+
+def test_nn_layers_and_optimisers_take_16_bit_parameters():
+    bf = vnp.bfloat16
+    k = vkml.random.key(0)
+    m = vkml.nn.Sequential(vkml.nn.Conv2d(3, 4, 3, key=k), vkml.nn.ReLU(), vkml.nn.Flatten(),
+                           vkml.nn.Linear(4 * 6 * 6, 5, key=k))
+    m = vkml.optim.Policy(bf, bf, bf).cast_to_compute(m)
+    x = vnp.asarray(RNG.standard_normal((2, 3, 8, 8)), bf)
+    y = vnp.asarray([1, 3])
+
+    def loss(m):
+        return vkml.nn.functional.cross_entropy(m(x), y)
+    opt = vkml.optim.adamw(1e-2)
+    s = opt.init(m)
+    first = None
+    for _ in range(5):
+        l, g = vkml.value_and_grad(loss)(m)
+        assert l.dtype == bf and all(p.dtype == bf for p in vkml.tree_util.tree_leaves(g))
+        first = float(l) if first is None else first
+        u, s = opt.update(g, s, m)
+        m = vkml.optim.apply_updates(m, u)
+    assert all(p.dtype == bf for p in vkml.tree_util.tree_leaves(m))
+    assert np.isfinite(float(loss(m))) and float(loss(m)) < first
+    q = vnp.asarray(RNG.standard_normal((1, 2, 4, 8)), bf)
+    assert vkml.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).dtype == bf
