@@ -198,8 +198,10 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Grad
 
         def bias(d):
             if d not in corr:
-                t = count.astype(d)
-                corr[d] = (1.0 - vnp.power(b1, t), 1.0 - vnp.power(b2, t))
+                # in float32 at least, then cast: 1 - 0.999 ** 1 in bfloat16 would be 1 - 1 = 0
+                w = dt.promote(d, dt.float32)
+                t = count.astype(w)
+                corr[d] = ((1.0 - vnp.power(b1, t)).astype(d), (1.0 - vnp.power(b2, t)).astype(d))
             return corr[d]
 
         def direction(m, v):

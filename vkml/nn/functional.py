@@ -38,9 +38,11 @@ def _float(x: Any, name: str) -> Array:
 
 
 def _common_float(name: str, *xs: Any) -> list[Array]:
-    """Arrays of one float dtype: float64 if any operand is float64, else float32."""
+    """Arrays of one float dtype, the operands' promotion (jax.numpy's: float16 with
+    float16 stays float16, with bfloat16 or float32 it is float32; integer and bool
+    operands count as float32)."""
     arrs = [None if x is None else _float(x, name) for x in xs]
-    d = dt.float64 if any(a is not None and a.dtype == dt.float64 for a in arrs) else dt.float32
+    d = dt.promote(*[a.dtype for a in arrs if a is not None]) if any(a is not None for a in arrs) else dt.float32
     return [None if a is None else (a if a.dtype == d else a.astype(d)) for a in arrs]
 
 

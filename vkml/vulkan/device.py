@@ -112,6 +112,11 @@ class Profile:
     storage16: bool = False     # 16-bit storage buffers: float16/bfloat16 arrays hold 2 bytes per element
     float16: bool = False       # native float16 arithmetic (shaderFloat16); vkml computes in float32 either way
     bfloat16: bool = False      # native bfloat16 arithmetic (no Vulkan core feature): converted by bit operations
+    # round every 16-bit operator's float32 result inside a fused kernel, not only the
+    # values it stores: off (as XLA's xla_allow_excess_precision), a fused chain keeps
+    # its intermediates in float32 and rounds once at the store; on, a jitted chain gives
+    # the bits of the same operators run one by one
+    lowp_round_each: bool = False
     cores: int = 1              # host cores (the CPU matmul tiling keeps each busy)
     merge: bool = False         # run independent dispatches as one (`vulkan/merge.py`)
     dynamic: bool = False       # ... and big single ones as a loop over an atomic counter

@@ -165,12 +165,6 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
     mat: set[int] = set()       # region roots written to memory
     pro: set[int] = set()       # region roots read by a reduction's kernel (prologues)
     folded = _fold_transposes(nodes, kind, mat) if profile.fold_transposes else {"pairs": set()}
-    # values computed from 16-bit floats inside a region: the reduction and MatMul kernels
-    # read and write float32 only (`widen`), so such a region is never their prologue or epilogue
-    low: set[int] = set()
-    for n in nodes:
-        if dt.is_low(n.dtype) or (kind[n.id] in ("ew", "move", "full") and any(i.id in low for i in n.inputs)):
-            low.add(n.id)
     for n in nodes:
         k = kind[n.id]
         if k in ("leaf", "opaque"):
@@ -180,7 +174,7 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
             continue
         opq = [c for c in cons[n.id] if kind[c.id] == "opaque" and (c.id, n.id) not in folded["pairs"]]
         if opq:
-            if len(cons[n.id]) == 1 and _is_reduce(opq[0]) and n.id not in low:
+            if len(cons[n.id]) == 1 and _is_reduce(opq[0]):
                 pro.add(n.id)
             else:
                 mat.add(n.id)
@@ -277,7 +271,7 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
         if e is None or e in epi_of:
             continue
         reg = regions[e]
-        if by_id[e].size != n.size or _low_region(reg):   # the same elements in the same order, any shape
+        if by_id[e].size != n.size:       # the same elements in the same order, any shape
             continue
         others = _other_loads(reg, n)
         if others is None or not all(is_identity(ld, reg.shape) or is_scalar(ld) for ld in others):
@@ -353,7 +347,8 @@ def _inputs_first(groups: list) -> list:
 
 
 def _low_region(reg: Region) -> bool:
-    """Whether a region holds a 16-bit float (only the elementwise kernels take them)."""
+    """Whether a region holds a 16-bit float (the elementwise and reduction kernels take
+    them, not the MatMul's epilogue)."""
     return (dt.is_low(reg.dtype) or any(dt.is_low(t) for t in reg.types)
             or any(dt.is_low(l.dtype) for l in reg.leaves))
 

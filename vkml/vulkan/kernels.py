@@ -69,17 +69,25 @@ class Kernel:
 TEXEL_FORMATS = {1: vk.VK_FORMAT_R32_SFLOAT, 2: vk.VK_FORMAT_R32G32_SFLOAT,
                  4: vk.VK_FORMAT_R32G32B32A32_SFLOAT, 8: vk.VK_FORMAT_R32G32B32A32_SFLOAT}
 TEXEL_BYTES = {vk.VK_FORMAT_R32_SFLOAT: 4, vk.VK_FORMAT_R32G32_SFLOAT: 8,
-               vk.VK_FORMAT_R32G32B32A32_SFLOAT: 16}
+               vk.VK_FORMAT_R32G32B32A32_SFLOAT: 16, vk.VK_FORMAT_R16_UINT: 2, vk.VK_FORMAT_R32G32_UINT: 8,
+               vk.VK_FORMAT_R32G32B32A32_UINT: 16}
+# VkFormat of an unsigned texel holding w 16-bit floats (their bits; `lower/lowp.py`)
+TEXEL_FORMATS_16 = {1: vk.VK_FORMAT_R16_UINT, 4: vk.VK_FORMAT_R32G32_UINT, 8: vk.VK_FORMAT_R32G32B32A32_UINT}
 
 
 def texel_format(dev, v, w: int, on: bool | None = None):
     """The texel format a device reads float32 view v through, w elements per load (None:
-    a storage buffer), where its profile reads float32 operands as texels (`on` overrides
+    a storage buffer; a 16-bit float view: an unsigned texel of its bits), where its profile reads float32 operands as texels (`on` overrides
     `profile.texels`). The view must start on a texel boundary (tensors lie 256 bytes
     apart) and hold whole texels within the device's limit."""
-    if not ((dev.profile.texels if on is None else on) and v.dtype == np.float32):
+    if not (dev.profile.texels if on is None else on):
         return None
-    fmt = TEXEL_FORMATS[w]
+    if v.dtype.itemsize == 2 and v.dtype.kind in "fV" and w in TEXEL_FORMATS_16:    # float16, bfloat16
+        fmt = TEXEL_FORMATS_16[w]
+    elif v.dtype == np.float32:
+        fmt = TEXEL_FORMATS[w]
+    else:
+        return None
     tb = TEXEL_BYTES[fmt]
     if v.offset % max(dev.texel_alignment, tb) or v.nbytes < tb or v.nbytes // tb > dev.max_texels:
         return None

@@ -353,7 +353,8 @@ class Program:
         for j, b in enumerate(self.bindings):
             n = first + j
             if b.texel is not None:
-                out.append(f"layout(set = 0, binding = {n}) uniform samplerBuffer {b.name};\n")
+                u = "u" if b.type.startswith("u") else ""     # an unsigned texel: raw bits
+                out.append(f"layout(set = 0, binding = {n}) uniform {u}samplerBuffer {b.name};\n")
             elif b.address:
                 # views lie at least 16 bytes apart (minStorageBufferOffsetAlignment, 256 B
                 # between tensors), which the recording checks

@@ -9,8 +9,10 @@ rewritten to convert in, compute in float32 and convert out:
 
 so reductions, softmax, norms and MatMuls accumulate in float32 and round once at the
 end, and no kernel family needs 16-bit variants. The Casts are elementwise operators: the
-scheduler fuses them into the neighbouring regions, so a bf16 activation feeding a
-MatMul is converted where its producer writes it. Movement operators, which regions
+scheduler fuses them into the neighbouring regions (a reduction's fused prologue and
+epilogue read and write the 16-bit values themselves), so a bf16 activation feeding a
+MatMul is converted where its producer writes it. A float32 Rand rounded to a 16-bit
+dtype could reach 1.0: the widened draw is capped below 1, keeping [0, 1). Movement operators, which regions
 apply as strided loads, are left alone while fusion is on.
 
 >>> import vkml, vkml.numpy as vnp
@@ -25,9 +27,9 @@ import numpy as np
 from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
 from ..trace.ops import OpKind, SPECS
+from .regions import MOVES      # the operators a region applies as strided loads
 
 NATIVE = frozenset({"elementwise", "fill", None})    # families that take 16-bit floats as they are
-MOVES = frozenset({OpKind.Reshape, OpKind.Permute, OpKind.Expand, OpKind.Slice, OpKind.Flip})
 
 
 def coop_native(op: OpKind, ins) -> bool:

@@ -137,9 +137,13 @@ def bcast_layout(in_shape: Sequence[int], out_shape: Sequence[int]):
 
 
 
-def region_function(reg, name: str) -> tuple[str, bool]:
+def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool]:
     """GLSL `T name(T0 a0, ...)` computing the region's root from its loaded values (one
     parameter per load, in load order); and whether it calls the math library.
+
+    16-bit floats are float32 values here; an explicit Cast to or from one rounds to it,
+    and with round_each (`profile.lowp_round_each`) so does every operator with a 16-bit
+    result (else the store rounds the root once).
 
     >>> import vkml, vkml.numpy as vnp
     >>> from vkml.vulkan.regions import build_region
@@ -157,28 +161,39 @@ def region_function(reg, name: str) -> tuple[str, bool]:
     names: dict[int, str] = {}
     lines = []
     math = False
+    exact: set[int] = set()    # values already of their (16-bit) dtype: no rounding needed
     for i, ins in enumerate(reg.code):
         if ins[0] == "load":
             params[ins[1]] = f"{dt.compute_type(reg.types[i])} a{ins[1]}"
             names[i] = f"a{ins[1]}"
+            exact.add(i)
         elif ins[0] == "const":
             names[i] = literal(ins[1], ins[2])
+            exact.add(i)
         else:
             _, op, in_dt, out_dt, attrs, args = ins
             T = dt.compute_type(out_dt)
             if op is OpKind.IntegerPow:     # a multiplication chain: temporaries
                 pre, e = integer_pow_lines(names[args[0]], attrs["exponent"], T, f"v{i}")
                 lines += pre
-                if dt.is_low(out_dt):
+                if dt.is_low(out_dt) and round_each:
                     e = lowp.round_value(out_dt, e)
+                    exact.add(i)
                 lines.append(f"  {T} v{i} = {e};")
                 names[i] = f"v{i}"
                 continue
             ex = op_expr(op, in_dt, out_dt, attrs)
             math = math or ex.math
-            e = ex.glsl(dt.compute_type(in_dt), *(names[a] for a in args))
-            if dt.is_low(out_dt) and op not in EXACT:
+            ops_ = [names[a] for a in args]
+            if op is OpKind.Cast and dt.is_low(in_dt) and not dt.is_low(out_dt) and args[0] not in exact:
+                # leaving a 16-bit dtype: the value is one of that dtype (as if stored) first
+                ops_ = [lowp.round_value(in_dt, ops_[0])]
+            e = ex.glsl(dt.compute_type(in_dt), *ops_)
+            if op is OpKind.Cast or (op in EXACT and all(a in exact for a in args)):
+                exact.add(i)
+            elif dt.is_low(out_dt) and round_each:
                 e = lowp.round_value(out_dt, e)     # float32 result rounded once
+                exact.add(i)
             lines.append(f"  {T} v{i} = {T}({e});")
             names[i] = f"v{i}"
     T = dt.compute_type(reg.dtype)
@@ -293,11 +308,12 @@ def lower_region(reg, leaf_views: Sequence, out, ctx) -> None:
     lx = _local_size(ctx.dev, -(-nv // R))
     texels = tuple(texel_format(ctx.dev, v, W if wide else 1) for v, wide in zip(leaf_views, wide_leaf))
     name = reg.root.op.value if reg.n_ops <= 1 else f"Fused{reg.n_ops}"
+    each = prof.lowp_round_each and uses_low(reg, leaf_views)
     key = (_signature(reg), tuple(str(v.dtype) for v in leaf_views), tuple(modes), tuple(wide_leaf),
-           K, W, R, lx, texels, name)
+           K, W, R, lx, texels, name, each)
     prog = _PROGRAMS.get(key)
     if prog is None:
-        prog = _region_program(reg, leaf_views, modes, wide_leaf, K, W, R, lx, texels, name)
+        prog = _region_program(reg, leaf_views, modes, wide_leaf, K, W, R, lx, texels, name, each)
         if len(_PROGRAMS) > 4096:
             _PROGRAMS.clear()
         _PROGRAMS[key] = prog
@@ -343,10 +359,10 @@ def _signature(reg) -> tuple:
 
 
 def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, lx: int,
-                    texels: tuple, name: str) -> Program:
+                    texels: tuple, name: str, round_each: bool = False) -> Program:
     """The kernel of a region: per load, its offset and K strides in meta (a gather 'g'
     also the step between its W elements); R rounds of W elements per thread."""
-    fn, math = region_function(reg, "fused")
+    fn, math = region_function(reg, "fused", round_each)
     OT = dt.compute_type(reg.dtype)
     olow = dt.is_low(reg.dtype)
     p = Program(name, local_size=lx)
@@ -369,7 +385,8 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
     xs = []
     for j, v in enumerate(leaf_views):
         if tex[j]:
-            xs.append(p.buffer(f"x{j}", dt.glsl_type(v.dtype), readonly=True, texel=texels[j]))
+            T = "uint" if dt.is_low(v.dtype) else dt.glsl_type(v.dtype)
+            xs.append(p.buffer(f"x{j}", T, readonly=True, texel=texels[j]))
         else:
             xs.append(p.buffer(f"x{j}", btype(v.dtype, wide_leaf[j]), readonly=True))
     if math:
@@ -382,7 +399,8 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
         if ar[li] is not None:
             return progression(ar[li], idx)
         if dt.is_low(reg.leaves[li].dtype):
-            return lowp.load(reg.leaves[li].dtype, f"{xs[li]}[{idx}]")
+            ref = f"texelFetch({xs[li]}, {idx}).x" if tex[li] else f"{xs[li]}[{idx}]"
+            return lowp.load(reg.leaves[li].dtype, ref)
         return f"texelFetch({xs[li]}, {idx}).x" if tex[li] else f"{xs[li]}[{idx}]"
     # R rounds per thread, a workgroup's width apart (neighbouring lanes read neighbouring
     # memory); every round's loads are issued before any round's arithmetic
@@ -414,6 +432,12 @@ def _region_program(reg, leaf_views, modes, wide_leaf, K: int, W: int, R: int, l
                 decl += [f"{T} l{j}_{k}_{c} = {T}(0);" for c in range(W)]
                 body += [f"l{j}_{k}_{c} = {fetch(li, f'p{j}_{k} * {W} + {c}')};" for c in range(W)]
                 args.append([f"l{j}_{k}_{c}" for c in range(W)])
+            elif m == "v" and tex[li] and dt.is_low(reg.leaves[li].dtype):   # W 16-bit values: one texel
+                ld = reg.leaves[li].dtype
+                WT = lowp.buffer_type(W)
+                decl.append(f"{WT} l{j}_{k} = {WT}(0);")
+                body.append(f"l{j}_{k} = texelFetch({xs[li]}, p{j}_{k}){'.xy' if W == 4 else ''};")
+                args.append(lowp.unpack(ld, W, f"l{j}_{k}"))
             elif m == "v" and tex[li]:     # W elements in one (W <= 4) or two 4-wide texels
                 halves = ["a", "b"] if W == 8 else [""]
                 decl += [f"vec4 l{j}_{k}{h} = vec4(0);" for h in halves]

@@ -9,7 +9,7 @@ calls them.
 >>> import numpy as np, ml_dtypes
 >>> bf = np.dtype(ml_dtypes.bfloat16)
 >>> load(bf, "x[i]"), round_value(bf, "v"), store(bf, "v")
-('lp_from_bf16(uint(x[i]))', 'lp_round_bf16(v)', 'uint16_t(lp_bits_bf16(v))')
+('lp_from_bf16(uint(x[i]))', 'lp_round_bf16(v)', 'uint16_t(lp_to_bf16(v))')
 >>> unpack(bf, 4, "l")
 ['lp_from_bf16(l.x & 0xFFFFu)', 'lp_from_bf16(l.x >> 16)', 'lp_from_bf16(l.y & 0xFFFFu)', 'lp_from_bf16(l.y >> 16)']
 """
@@ -56,8 +56,8 @@ def round_value(d, e: str) -> str:
 
 
 def store(d, v: str) -> str:
-    """The uint16_t bits of the float32 value v, already a value of dtype d."""
-    return f"uint16_t(lp_bits_{_tag(d)}({v}))"
+    """The uint16_t bits of the float32 value v rounded to dtype d."""
+    return f"uint16_t(lp_to_{_tag(d)}({v}))"
 
 
 def unpack(d, W: int, v: str) -> list[str]:
@@ -68,7 +68,7 @@ def unpack(d, W: int, v: str) -> list[str]:
 
 
 def pack(d, W: int, vals: list[str]) -> str:
-    """The packed wide value (`buffer_type(W)`) of W float32 values of dtype d."""
+    """The packed wide value (`buffer_type(W)`) of W float32 values rounded to dtype d."""
     t = _tag(d)
-    words = [f"(lp_bits_{t}({vals[2 * i]}) | (lp_bits_{t}({vals[2 * i + 1]}) << 16))" for i in range(W // 2)]
+    words = [f"(lp_to_{t}({vals[2 * i]}) | (lp_to_{t}({vals[2 * i + 1]}) << 16))" for i in range(W // 2)]
     return f"{buffer_type(W)}({', '.join(words)})"

@@ -53,6 +53,7 @@ from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
 from ..kernels import texel_format
 from ..program import Meta, Program
+from . import lowp
 from .elementwise import progression
 from .expressions import math_library
 from .fill import fill_view
@@ -192,6 +193,18 @@ def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0) -> list[P
             return passes
         kept, red, first = nxt_kept, nxt_red, False
 
+
+
+# a fused region's 16-bit float leaves and results: named by these in the program keys
+_LOW = {"bf16": dt.bfloat16, "f16": dt.float16}
+
+
+def _leaf_type(d) -> str:
+    """The program key's type of a prologue or epilogue value: its GLSL type, or a 16-bit
+    float's name (stored as bits, `lower/lowp.py`)."""
+    if dt.is_low(d):
+        return "bf16" if np.dtype(d) == dt.bfloat16 else "f16"
+    return dt.glsl_type(d)
 
 
 def _wide_leaves(modes, n: int, vec: int) -> list[bool]:
@@ -477,10 +490,11 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
     """The kernel of one pass (meta: `schema`).
 
     A first pass with `pro` = (function, uses math, double, leaf types, ((leaf, mode), ...),
-    per leaf its (start, step) progression or None) reads its elements through the fused
+    per leaf its (start, step) progression or None, holds a 16-bit float) reads its elements through the fused
     prologue `pro(...)` of its loads instead of src: mode 'v' is a vector load, 's' one
     scalar for all lanes of a vector, 'g' a gather. A final pass with `epi` = (function,
-    uses math, double, out type, leaf types, ((leaf or -1, 'i' or 's'), ...)) stores
+    uses math, double, out type, leaf types, ((leaf or -1, 'i' or 's'), ...), holds a
+    16-bit float) stores
     `epi(...)` of the reduced value (leaf -1) and of its other loads (at the output's
     index, or one scalar). tex: per input (src, or the prologue's leaves) the texel format
     it is read through, or None (`kernels.texel_format`). unroll: loop steps a thread pass
@@ -510,8 +524,10 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
     m = prog.m
     # bindings: outputs first (values, unless a final arg pass; then the pair's ints
     # where they go on), then the inputs
+    if (pro is not None and pro[6]) or (epi is not None and epi[6]):    # a 16-bit float anywhere
+        lowp.setup(prog)
     if epi is not None:
-        prog.buffer("oe", epi[3])
+        prog.buffer("oe", lowp.buffer_type() if epi[3] in _LOW else epi[3])
     else:
         if not (arg and final):
             prog.buffer("ov", T if final else A)
@@ -528,14 +544,18 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
         return f"texelFetch({buf}, {idx})" + (".x" if w == 1 else "")
     if pro is not None:
         for j, t in enumerate(pro[3]):
-            prog.buffer(f"y{j}", _vtype(t) if wide[j] else t, readonly=True, texel=fmt(j))
+            if t in _LOW:     # 16-bit floats: their bits (4 to a uvec2 or an unsigned texel)
+                bt = "uint" if fmt(j) is not None else lowp.buffer_type(4 if wide[j] else 1)
+            else:
+                bt = _vtype(t) if wide[j] else t
+            prog.buffer(f"y{j}", bt, readonly=True, texel=fmt(j))
     else:
         prog.buffer("src", XV, readonly=True, texel=fmt(0))
     if pair and not first:
         prog.buffer("xi", IV, readonly=True)
     if epi is not None:
         for j, t in enumerate(epi[4]):
-            prog.buffer(f"z{j}", t, readonly=True)
+            prog.buffer(f"z{j}", lowp.buffer_type() if t in _LOW else t, readonly=True)
     if w64 and final:
         prog.buffer("err", "int")     # the device check, bound last
     if w64:
@@ -596,19 +616,29 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
                     load_lines.append(f"int w{j} = {progression(a, addr)};")
                     args.append([f"(w{j} + {a[1]} * {c} * q{j})" for c in range(4)])
                 continue
+            d = _LOW.get(t)
+
+            def one(idx: str) -> str:     # a scalar load (a 16-bit float: converted)
+                r = ld(f"y{l}", l, idx, 1)
+                return lowp.load(d, r) if d is not None else r
+            ct = "float" if d is not None else t
             if vec == 1:
-                load_lines.append(f"{t} w{j} = {ld(f'y{l}', l, addr, 1)};")
+                load_lines.append(f"{ct} w{j} = {one(addr)};")
                 args.append([f"w{j}"])
+            elif md == "v" and wide[l] and d is not None:
+                r = ld(f"y{l}", l, addr, 4) + (".xy" if fmt(l) is not None else "")
+                load_lines.append(f"uvec2 w{j} = {r};")
+                args.append(lowp.unpack(d, 4, f"w{j}"))
             elif md == "v" and wide[l]:
                 load_lines.append(f"{_vtype(t)} w{j} = {ld(f'y{l}', l, addr, 4)};")
                 args.append([f"w{j}.{c}" for c in "xyzw"])
             elif md == "s":
-                load_lines.append(f"{t} w{j} = {ld(f'y{l}', l, addr, 1)};")
+                load_lines.append(f"{ct} w{j} = {one(addr)};")
                 args.append([f"w{j}"] * 4)
             else:
                 L.append(f"  int q{j} = {m(f'l{j}_q')};")
                 load_lines.append(f"int a{j} = {addr};")
-                load_lines += [f"{t} w{j}_{c} = {ld(f'y{l}', l, f'a{j} + {c} * q{j}', 1)};" for c in range(4)]
+                load_lines += [f"{ct} w{j}_{c} = {one(f'a{j} + {c} * q{j}')};" for c in range(4)]
                 args.append([f"w{j}_{c}" for c in range(4)])
         calls = [f"pro({', '.join(a[c] for a in args)})" for c in range(vec)]
         value = calls[0] if vec == 1 else f"{V}({', '.join(calls)})"
@@ -676,9 +706,11 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
                     if l < 0:
                         ea.append(val)
                     else:
-                        ea.append(f"z{l}[{m('epi_off', k)}" + (f" + {at}]" if how == "i" else "]"))
+                        z = f"z{l}[{m('epi_off', k)}" + (f" + {at}]" if how == "i" else "]")
+                        ea.append(lowp.load(_LOW[epi[4][l]], z) if epi[4][l] in _LOW else z)
                         k += 1
-                return [f"oe[{at}] = epi({', '.join(ea)});"]
+                e = f"epi({', '.join(ea)})"
+                return [f"oe[{at}] = {lowp.store(_LOW[epi[3]], e) if epi[3] in _LOW else e};"]
             return [f"oi[{at}] = {i};"] if arg else [f"ov[{at}] = {val};"]
         return [f"ov[{at}] = {v};"] + ([f"oi[{at}] = {i};"] if pair else [])
 
@@ -758,7 +790,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
     >>> float(vnp.sum(vnp.ones((4, 5)), axis=(0, 1)))
     20.0
     """
-    from .elementwise import arange_leaf, region_function, uses_double
+    from .elementwise import arange_leaf, region_function, uses_double, uses_low
     op = node.op
     xn = node.inputs[0]
     axes = node.attrs["axes"]
@@ -781,19 +813,19 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
     passes, regions = _layout(node, None if prologue is None else preg, prof)
     pro_key = epi_key = None
     if prologue is not None:
-        fn, math = region_function(preg, "pro")
-        pro_types = tuple(dt.glsl_type(l.dtype) for l in preg.leaves)
+        fn, math = region_function(preg, "pro", prof.lowp_round_each)
+        pro_types = tuple(_leaf_type(l.dtype) for l in preg.leaves)
         pro_fn = (fn, math, uses_double(preg), pro_types)
         pro_ar = tuple(arange_leaf(l) for l in preg.leaves)
     epi_views, epi_meta = [], []
     if epilogue is not None:
         ereg, eviews = epilogue
-        fn, math = region_function(ereg, "epi")
+        fn, math = region_function(ereg, "epi", prof.lowp_round_each)
         zi, ztypes = {}, []
         for j, (l, v) in enumerate(zip(ereg.leaves, eviews)):
             if v is not None:
                 zi[j] = len(ztypes)
-                ztypes.append(dt.glsl_type(l.dtype))
+                ztypes.append(_leaf_type(l.dtype))
                 epi_views.append(v)
         eloads = []
         for li, off, st in ereg.loads:
@@ -802,7 +834,8 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
             else:
                 eloads.append((zi[li], "s" if all(x == 0 for x in st) else "i"))
                 epi_meta.append(off)
-        epi_key = (fn, math, uses_double(ereg), dt.glsl_type(ereg.dtype), tuple(ztypes), tuple(eloads))
+        epi_key = (fn, math, uses_double(ereg), _leaf_type(ereg.dtype), tuple(ztypes), tuple(eloads),
+                   uses_low(ereg))
     src_v, src_i = (None if prologue is not None else ins[0]), None
     for i, p in enumerate(passes):
         views = []
@@ -821,7 +854,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         if p.first and prologue is not None:
             pm, modes = _prologue_meta(p, per, preg.loads, preg.leaves)
             meta.update(pm)
-            pro_key = pro_fn + (modes, pro_ar)
+            pro_key = pro_fn + (modes, pro_ar, uses_low(preg))
             views += list(pviews)
         else:
             views.append(src_v)
