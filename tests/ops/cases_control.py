@@ -3,6 +3,7 @@ through vkml.lax.scan, against the same loop run in NumPy. One case per dtype of
 carry; each reads the final carry and the stacked step outputs (both Parts)."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 import vkml.numpy as vnp
@@ -38,6 +39,12 @@ def _cases(op, which):
         out.append(Case(op, f"{np.dtype(d)}", lambda c, x, w=which: _scan(c, x, w),
                         lambda c, x, w=which: _ref(c, x, w), [c0, xs], exact=np.dtype(d).kind != "f",
                         rtol=1e-6, atol=1e-6))
+    # 16-bit carries: the body traced in the dtype; NumPy (ml_dtypes) rounds each step as vkml
+    for d, eps in ((np.dtype(np.float16), 2.0 ** -10), (np.dtype(ml_dtypes.bfloat16), 2.0 ** -7)):
+        c0, xs = rand((3,), np.float32, -2, 2).astype(d), rand((5, 3), np.float32, -2, 2).astype(d)
+        out.append(Case(op, f"{d.name}", lambda c, x, w=which: _scan(c, x, w),
+                        lambda c, x, w=which: _ref(c, x, w), [c0, xs], rtol=2 * eps, atol=eps * 1e-2,
+                        dtype=d))
     return out
 
 

@@ -30,6 +30,7 @@ from ..trace.ops import OpKind, SPECS
 from .regions import MOVES      # the operators a region applies as strided loads
 
 NATIVE = frozenset({"elementwise", "fill", None})    # families that take 16-bit floats as they are
+LOOPS = frozenset({OpKind.Scan, OpKind.Part})   # a Scan's body is lowered (and widened) on its own
 
 
 def coop_native(op: OpKind, ins) -> bool:
@@ -62,7 +63,8 @@ def widen(graph: Graph, fuse: bool = True, coop: bool = False) -> Graph:
         return c
     for n in graph.nodes:
         ins = [new[i.id] for i in n.inputs]
-        native = (SPECS[n.op].kernel in NATIVE or (fuse and n.op in MOVES)
+        # a Scan's body is lowered (and widened) as a graph of its own, in its own dtypes
+        native = (SPECS[n.op].kernel in NATIVE or (fuse and n.op in MOVES) or n.op in LOOPS
                   or (coop and coop_native(n.op, ins)))
         low_in = any(dt.is_low(i.dtype) for i in ins)
         low_attr = dt.is_low(n.attrs["dtype"]) if "dtype" in n.attrs and n.op is not OpKind.Cast else False

@@ -43,7 +43,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
         assert epilogue is None, "fusion gives int32 products no epilogue"
         int32.lower(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb)
         return
-    if node.inputs[0].dtype == dt.float16:
+    if a.dtype == dt.float16:
         # float16 operands reach a MatMul only where tensor cores take them (`widen`)
         assert epilogue is None and coop.eligible(M, N, K, ta, tb), "widen leaves float16 MatMuls to coop"
         _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb)
