@@ -10,6 +10,7 @@ import pytest
 import vkml
 import vkml.numpy as vnp
 from vkml.trace import dtypes as dt
+from vkml.vulkan import runtime
 
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 LOW = [F16, BF16]
@@ -106,7 +107,10 @@ def test_elementwise_rounding(d, n):
     f = vkml.jit(chain)
     assert f.lower(X, Y).kernel_count == 1      # one fused kernel
     got = f(X, Y)
-    assert got.dtype == d and np.array_equal(bits(got), bits(once))
+    # rounded once: NumPy's float32 chain rounded, or one ulp from it where a GPU's compiler
+    # contracted a * b + 1.5 into one fma (GLSL allows it)
+    assert got.dtype == d and np.max(np.abs(bits(got).astype(np.int32) - bits(once).astype(np.int32))) <= (
+        0 if runtime.get().dev.profile.cpu else 1)
     with vkml.vulkan.device.using(lowp_round_each=True):
         assert np.array_equal(bits(vkml.jit(lambda a, b: chain(a, b) + 0.0)(X, Y)), bits(each))
     # eager: one operator per kernel, each rounded

@@ -15,6 +15,7 @@ import math
 import operator
 from typing import Any, Sequence
 
+import ml_dtypes as _ml_dtypes  # finfo of bfloat16 too, whatever numpy
 import numpy as _np
 
 from .array import Array, ConcretizationError, bind
@@ -1332,7 +1333,7 @@ def nan_to_num(x, copy: bool = True, nan: float = 0.0, posinf: float | None = No
     x = asarray(x)
     if not dt.is_float(x.dtype):
         return x
-    big = float(_np.finfo(_np.dtype(x.dtype)).max)
+    big = float(_ml_dtypes.finfo(_np.dtype(x.dtype)).max)
     hi = big if posinf is None else posinf
     lo = -big if neginf is None else neginf
     out = where(isnan(x), full((), nan, x.dtype), x)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes as _ml_dtypes  # finfo of bfloat16 too, whatever numpy
 import numpy as np
 
 from . import numpy as vnp
@@ -402,6 +403,6 @@ def categorical(key, logits, axis: int = -1, shape=None) -> Array:
     prefix = shape[:len(shape) - len(batch)]
     full = prefix + shape[len(prefix):len(prefix) + ax] + (lg.shape[ax],) + shape[len(prefix) + ax:]
     # u in (0, 1): the tiny lower bound keeps log(u) finite, so the noise never is -inf or nan
-    u = uniform(k, full, lg.dtype, minval=float(np.finfo(lg.dtype).tiny), maxval=1.0)
+    u = uniform(k, full, lg.dtype, minval=float(_ml_dtypes.finfo(lg.dtype).tiny), maxval=1.0)
     gumbel = -vnp.log(-vnp.log(u))
     return vnp.argmax(gumbel + vnp.reshape(lg, (1,) * len(prefix) + lg.shape), axis=len(prefix) + ax)

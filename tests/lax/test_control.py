@@ -283,7 +283,7 @@ def test_while_loop_differentiates_under_grad_and_jvp():
             x, n = x * 1.5 + w, n + 1
         return x * n
     x, w = vnp.asarray(1.0, F64), vnp.asarray(0.3, F64)
-    assert float(f(x, w)) == ref(1.0, 0.3)
+    assert float(f(x, w)) == pytest.approx(ref(1.0, 0.3), rel=1e-14)    # a GPU may fuse a*b+c
     e = 1e-6
     dx = (ref(1.0 + e, 0.3) - ref(1.0 - e, 0.3)) / (2 * e)
     dw = (ref(1.0, 0.3 + e) - ref(1.0, 0.3 - e)) / (2 * e)

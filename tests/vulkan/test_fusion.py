@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -60,7 +61,7 @@ def _tol(dtype):
     if dt.is_low(dtype):
         # a fused chain rounds its 16-bit result once, separate kernels after every
         # operator (`profile.lowp_round_each`): a few ulps of the 16-bit dtype apart
-        eps = float(np.finfo(np.dtype(dtype)).eps)
+        eps = float(ml_dtypes.finfo(np.dtype(dtype)).eps)
         return dict(rtol=2 * eps, atol=eps)
     return dict(rtol=1e-12, atol=1e-13) if np.dtype(dtype) == np.float64 else dict(rtol=3e-6, atol=1e-6)
 

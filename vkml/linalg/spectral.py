@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Sequence
 
+import ml_dtypes as _ml_dtypes  # finfo of bfloat16 too, whatever numpy
 import numpy as _np
 
 from .. import numpy as vnp
@@ -194,7 +195,7 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
 def _cutoff(name: str, s: Array, rtol, m: int, n: int) -> Array:
     """rtol * the largest singular value, shaped to broadcast against s (..., k)."""
     if rtol is None:
-        rtol = max(m, n) * float(_np.finfo(_np.dtype(s.dtype)).eps)
+        rtol = max(m, n) * float(_ml_dtypes.finfo(_np.dtype(s.dtype)).eps)
     rt = vnp.asarray(rtol).astype(s.dtype)
     if rt.ndim:
         rt = rt[..., None]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import ml_dtypes as _ml_dtypes  # finfo of bfloat16 too, whatever numpy
 import numpy as np
 
 from .. import numpy as vnp
@@ -76,7 +77,7 @@ def rms_norm(input: Any, normalized_shape: int | Sequence[int], weight: Any = No
                          f"input, got input shape {x.shape}")
     if w is not None and w.shape != ns:
         raise ShapeError(f"rms_norm: weight must have shape {ns}, got {w.shape}")
-    e = float(np.finfo(x.dtype).eps) if eps is None else float(eps)
+    e = float(_ml_dtypes.finfo(x.dtype).eps) if eps is None else float(eps)
     axes = tuple(range(x.ndim - k, x.ndim))
     y = x * vnp.rsqrt(vnp.mean(x * x, axis=axes, keepdims=True) + e)
     return y if w is None else y * w
