@@ -152,7 +152,14 @@ def chol_program(T: str, LS: int, H: int, store: str) -> Program:
 
 # --------------------------------------------------------------------------- blocked Cholesky
 
-NB = 32                   # the panel width of the blocked Cholesky
+NB = 32                   # the panel width of the blocked Cholesky (float64: NB_DOUBLE)
+# the diagonal block lives in an invocation's private arrays; NVIDIA's driver failed to build
+# the float64 kernel with two 32x32 blocks (16 KiB), so float64 panels are half as wide
+NB_DOUBLE = 16
+
+
+def _nb(isz: int) -> int:
+    return NB_DOUBLE if isz == 8 else NB
 BLOCKED_MIN = 64          # matrices larger than this are factored blocked
 
 
@@ -199,13 +206,13 @@ def chol_diag_program(T: str) -> Program:
     """One invocation per matrix factors the diagonal block at (k, k) of width b <= NB in
     its own arrays (a pivot <= 0 or nan sets the matrix's flag), writes it back, and
     writes the block's inverse (lower triangular, zeros above) to `inv` for the panel's
-    MatMul: L21 = A21 L11^-T."""
+    MatMul: L21 = A21 L11^-T. (b <= NB_DOUBLE for float64.)"""
     p = Program("Cholesky_diag", local_size=PRIVATE_GROUP, alone=True)
     p.meta = Meta(("n", 1), ("k", 1), ("b", 1), ("batch", 1))
     o = p.buffer("o", T)
     fl = p.buffer("flags", "int")
     iv = p.buffer("inv", T)
-    N = NB
+    N = _nb(8 if T == "double" else 4)
     p.main(f"int n = {p.m('n')}; int k = {p.m('k')}; int b = {p.m('b')}; uint batch = uint({p.m('batch')});",
            "uint g = gidx();",
            "if (g >= batch) return;",
@@ -300,10 +307,11 @@ def _padded(m: int) -> int:
 def _chol_scratch(batch: int, n: int, isz: int) -> tuple[int, int, int, int, int]:
     """Byte offsets of the panel copy A21, L21, the product P, the block inverse and the
     flags, and the total: (a21, l21, prod, inv, flags, total) without the first 0."""
-    m = _padded(max(n - NB, 0))
-    pan = _round(batch * m * NB * isz, 256)
+    nb = _nb(isz)
+    m = _padded(max(n - nb, 0))
+    pan = _round(batch * m * nb * isz, 256)
     prod = _round(batch * m * m * isz, 256)
-    inv = _round(batch * NB * NB * isz, 256)
+    inv = _round(batch * nb * nb * isz, 256)
     return pan, 2 * pan, 2 * pan + prod, 2 * pan + prod + inv, 2 * pan + prod + inv + _round(batch * 4, 256)
 
 
@@ -323,8 +331,9 @@ def _chol_blocked(x, out, ctx, T: str, n: int, batch: int) -> None:
     diag = ctx.kernel(chol_diag_program(T))
     gather, scatter = ctx.kernel(chol_move_program(T, True)), ctx.kernel(chol_move_program(T, False))
     upd = ctx.kernel(chol_update_program(T))
-    for k in range(0, n, NB):
-        b = min(NB, n - k)
+    nb = _nb(isz)
+    for k in range(0, n, nb):
+        b = min(nb, n - k)
         m = n - k - b
         inv = sc.sub(inv_at, batch * b * b * isz, (batch, b, b), x.dtype)
         ctx.dispatch(diag, {"n": n, "k": k, "b": b, "batch": batch}, [out, flags, inv],
