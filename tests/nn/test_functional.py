@@ -759,7 +759,9 @@ def avg_pool_ceil_ref(x, k, s, p, include, divisor=None):
                                  ((3, 3), (3, 3), (1, 1), (2, 2)), ((2, 3), (2, 1), (1, 0), (1, 1))])
 def test_max_pool2d_ceil_mode_and_indices(cfg):
     k, s, p, d = cfg
-    x = RNG.standard_normal((2, 3, 7, 8))
+    # distinct values 0.1 apart: no window holds a near-tie, where a finite difference would
+    # cross the max's kink (a shared generator's draws made that depend on test order)
+    x = np.random.default_rng(7).permutation(2 * 3 * 7 * 8).reshape(2, 3, 7, 8) / 10.0 - 16.8
     for ceil in (False, True):
         val, idx = F.max_pool2d(f64(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
         wv, wi = max_pool_ref(x, k, s, p, d, ceil)
