@@ -350,10 +350,12 @@ def _scaler(n: int) -> Jitted:
 class _Part:
     """A range of one bucket's buffer, holding one result: it keeps the bucket alive and is
     never released by itself (the bucket is, when its last part goes)."""
-    __slots__ = ("block", "offset", "nbytes", "capacity", "_bucket", "__weakref__")
+    __slots__ = ("block", "offset", "nbytes", "capacity", "ticket", "_bucket", "__weakref__")
 
     def __init__(self, bucket, offset: int, nbytes: int):
         self.block, self.offset, self.nbytes, self.capacity = bucket.block, bucket.offset + offset, nbytes, nbytes
+        # what computes the contents, as a Buffer's (`memory.Buffer.ticket`): the bucket's
+        self.ticket = getattr(bucket, "ticket", 0)
         self._bucket = bucket
 
     @property
