@@ -425,16 +425,8 @@ class TensorMethods:
             return vnp.where(zero, vnp.zeros((), x.dtype), vnp.sqrt(vnp.where(zero, vnp.ones((), x.dtype), s)))
         if isinstance(p, str):
             raise ValueError(f"norm: p={p!r}; valid are 'fro' or a number (2, 1, inf, -inf, 0, ...)")
-        if p == math.inf:
-            return vnp.max(vnp.abs(x), axis=ax, keepdims=keepdim)
-        if p == -math.inf:
-            return vnp.min(vnp.abs(x), axis=ax, keepdims=keepdim)
-        if p == 0:
-            return vnp.sum((x != 0).astype(x.dtype), axis=ax, keepdims=keepdim)
-        if p == 1:
-            return vnp.sum(vnp.abs(x), axis=ax, keepdims=keepdim)
-        return vnp.power(vnp.sum(vnp.power(vnp.abs(x), float(p)), axis=ax, keepdims=keepdim),
-                         1.0 / float(p))
+        from .linalg.spectral import _vector_norm     # numpy.linalg.norm's vector orders
+        return _vector_norm(x, p, ax, keepdim)
 
     def softmax(self, dim: int):
         """exp(x) / sum(exp(x)) along dim, numerically stable."""

@@ -324,8 +324,10 @@ def _axes(name: str, axis, ndim: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _vector_norm(x: Array, ord, ax: int, keepdims: bool) -> Array:
-    ax_ = (ax,)
+def _vector_norm(x: Array, ord, ax, keepdims: bool) -> Array:
+    """The vector ord-norm over axis ax (an int, a tuple, or None: every element); also
+    Tensor.norm's for orders other than 2."""
+    ax_ = ax if ax is None or isinstance(ax, tuple) else (ax,)
     if ord is None or ord == 2:
         return vnp.sqrt(vnp.sum(x * x, axis=ax_, keepdims=keepdims))
     if ord == math.inf:
