@@ -16,11 +16,12 @@ import os
 import subprocess
 import tempfile
 import time
+from typing import NamedTuple
 
 import numpy as np
 import vulkan as vk
 
-SRC = """#version 450
+HEAD = """#version 450
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -31,107 +32,159 @@ layout(std430, binding = 0) readonly buffer A {{ uvec4 a[]; }};
 layout(std430, binding = 1) readonly buffer B {{ uvec4 b[]; }};
 layout(std430, binding = 2) writeonly buffer C {{ float c[]; }};
 layout(push_constant) uniform P {{ uint M; uint N; uint K; }} p;
-const uint BM = {BM}, BN = {BN}, BK = {BK}, WM = {WM}, WN = {WN};
-const uint SA = BK / 8 + {PAD}, SB = BN / 8 + {PAD};    // row strides in uvec4 (8 halves)
-shared uvec4 As[{STAGES} * BM * SA];
-shared uvec4 Bs[{STAGES} * BK * SB];
-void main() {{
-  uint K8 = p.K / 8, N8 = p.N / 8;
-  uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  uint t = gl_LocalInvocationID.x, warp = t / 32;
-  uint wm = warp % (BM / WM), wn = warp / (BM / WM);
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[WM / 16][WN / 16];
-  {UNROLL}for (uint i = 0; i < WM / 16; ++i) {UNROLL}for (uint j = 0; j < WN / 16; ++j)
-    acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-  uvec4 ra[BM * BK / 8 / {WG}], rb[BK * BN / 8 / {WG}];
-  // registers hold the next slab while the tensor cores work on this one
-  #define FETCH(k0) \\
-    {UNROLL}for (uint r = 0; r < ra.length(); ++r) {{ uint e = t + r * {WG}; \\
-      ra[r] = a[(m0 + e / (BK / 8)) * K8 + (k0) / 8 + e % (BK / 8)]; }} \\
-    {UNROLL}for (uint r = 0; r < rb.length(); ++r) {{ uint e = t + r * {WG}; \\
-      rb[r] = b[((k0) + e / (BN / 8)) * N8 + n0 / 8 + e % (BN / 8)]; }}
-  #define STASH(s) \\
-    {UNROLL}for (uint r = 0; r < ra.length(); ++r) {{ uint e = t + r * {WG}; \\
-      As[(s) * BM * SA + (e / (BK / 8)) * SA + e % (BK / 8)] = ra[r]; }} \\
-    {UNROLL}for (uint r = 0; r < rb.length(); ++r) {{ uint e = t + r * {WG}; \\
-      Bs[(s) * BK * SB + (e / (BN / 8)) * SB + e % (BN / 8)] = rb[r]; }}
-  FETCH(0u)
-  STASH(0u)
-  barrier();
-  uint s = 0;
-  for (uint k0 = 0; k0 < p.K; k0 += BK) {{
-    bool more = k0 + BK < p.K;
-    if (more) {{ FETCH(k0 + BK) }}
-    {UNROLL}for (uint kk = 0; kk < BK; kk += 16) {{
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[WM / 16], fb[WN / 16];
-      {UNROLL}for (uint i = 0; i < WM / 16; ++i)
-        coopMatLoadNV(fa[i], As, s * BM * SA + (wm * WM + i * 16) * SA + kk / 8, SA, false);
-      {UNROLL}for (uint j = 0; j < WN / 16; ++j)
-        coopMatLoadNV(fb[j], Bs, s * BK * SB + kk * SB + (wn * WN + j * 16) / 8, SB, false);
-      {UNROLL}for (uint i = 0; i < WM / 16; ++i) {UNROLL}for (uint j = 0; j < WN / 16; ++j)
-        acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
-    }}
-    {SYNC}
-    if (more) {{ STASH(s) }}
-    barrier();
-  }}
-  {UNROLL}for (uint i = 0; i < WM / 16; ++i) {UNROLL}for (uint j = 0; j < WN / 16; ++j)
-    coopMatStoreNV(acc[i][j], c, (m0 + wm * WM + i * 16) * p.N + n0 + wn * WN + j * 16, p.N, false);
-}}
 """
 
-DIRECT = """#version 450
-#extension GL_NV_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_control_flow_attributes : require
-layout(local_size_x = {WG}) in;
-layout(std430, binding = 0) readonly buffer A {{ uvec4 a[]; }};
-layout(std430, binding = 1) readonly buffer B {{ uvec4 b[]; }};
-layout(std430, binding = 2) writeonly buffer C {{ float c[]; }};
-layout(push_constant) uniform P {{ uint M; uint N; uint K; }} p;
-const uint BM = {BM}, BN = {BN}, WM = {WM}, WN = {WN};
-void main() {{
-  uint K8 = p.K / 8, N8 = p.N / 8;
-  uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  uint warp = gl_LocalInvocationID.x / 32;
-  uint wm = warp % (BM / WM), wn = warp / (BM / WM);
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[WM / 16][WN / 16];
-  [[unroll]] for (uint i = 0; i < WM / 16; ++i) [[unroll]] for (uint j = 0; j < WN / 16; ++j)
-    acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-  for (uint k0 = 0; k0 < p.K; k0 += 16) {{
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[WM / 16], fb[WN / 16];
-    [[unroll]] for (uint i = 0; i < WM / 16; ++i)
-      coopMatLoadNV(fa[i], a, (m0 + wm * WM + i * 16) * K8 + k0 / 8, K8, false);
-    [[unroll]] for (uint j = 0; j < WN / 16; ++j)
-      coopMatLoadNV(fb[j], b, k0 * N8 + (n0 + wn * WN + j * 16) / 8, N8, false);
-    [[unroll]] for (uint i = 0; i < WM / 16; ++i) [[unroll]] for (uint j = 0; j < WN / 16; ++j)
-      acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
-  }}
-  [[unroll]] for (uint i = 0; i < WM / 16; ++i) [[unroll]] for (uint j = 0; j < WN / 16; ++j)
-    coopMatStoreNV(acc[i][j], c, (m0 + wm * WM + i * 16) * p.N + n0 + wn * WN + j * 16, p.N, false);
-}}
-"""
 
-CONFIGS = [  # BM, BN, BK, WM, WN, stages (0: no shared memory), unroll
-    (128, 128, 32, 64, 64, 1, 1), (128, 256, 32, 64, 64, 1, 1), (256, 128, 32, 64, 64, 1, 1),
-    (128, 256, 32, 32, 128, 1, 1), (256, 128, 32, 128, 32, 1, 1), (128, 128, 64, 64, 64, 1, 1),
-    (128, 256, 64, 64, 64, 1, 1), (256, 256, 32, 64, 128, 1, 1), (128, 256, 32, 64, 64, 2, 1),
-    (128, 128, 16, 64, 64, 0, 1), (64, 64, 16, 32, 32, 0, 1), (128, 128, 16, 32, 32, 0, 1),
-    (128, 128, 32, 64, 32, 1, 1), (64, 256, 32, 32, 64, 1, 1),
+class Cfg(NamedTuple):
+    """One kernel variant: workgroup tile BM x BN, slab depth BK, warp tile WM x WN."""
+    bm: int
+    bn: int
+    bk: int
+    wm: int
+    wn: int
+    st: int = 1          # shared stages: 1 (two barriers a slab) or 2 (double-buffered, one)
+    pad: int = 1         # uvec4 words of padding at each shared row's end (bank conflicts)
+    swz: int = 0         # rasterisation: tile rows walked together (0: row after row)
+    bt: bool = False     # B stored (N, K) (an "NT" product) rather than (K, N)
+    mode: str = "full"   # full; smem: no global traffic (shared + MMA ceiling); regs: MMA only
+    u2: bool = False     # the two-stage loop unrolled twice: buffer offsets constant
+    fn: int = 16         # fragment N: 16 (16x16x16) or 8 (16x8x16, one mma.m16n8k16)
+
+    @property
+    def wg(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn) * 32
+
+    def smem(self) -> int:
+        brows, bcols = (self.bn, self.bk) if self.bt else (self.bk, self.bn)
+        return self.st * (self.bm * (self.bk // 8 + self.pad) + brows * (bcols // 8 + self.pad)) * 16
+
+    def label(self) -> str:
+        s = f"{self.bm}x{self.bn}x{self.bk} w{self.wm}x{self.wn} st{self.st}"
+        for k, v in (("pad", self.pad != 1), ("swz", self.swz), ("bt", self.bt), ("u2", self.u2),
+                     ("fn", self.fn != 16)):
+            if v:
+                s += f" {k}{getattr(self, k) if k in ('pad', 'swz', 'fn') else ''}"
+        return s + ("" if self.mode == "full" else f" [{self.mode} only]")
+
+
+def source(c: Cfg) -> str:
+    BM, BN, BK, WM, WN, FN, WG = c.bm, c.bn, c.bk, c.wm, c.wn, c.fn, c.wg
+    SA = BK // 8 + c.pad
+    brows, bcols = (BN, BK) if c.bt else (BK, BN)
+    SB = bcols // 8 + c.pad
+    sa, sb = BM * SA, brows * SB
+    na, nb = BM * BK // 8, BK * BN // 8
+    assert na % WG == 0 and nb % WG == 0, c
+    FA = "fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>"
+    FB = f"fcoopmatNV<16, gl_ScopeSubgroup, 16, {FN}>"
+    FC = f"fcoopmatNV<32, gl_ScopeSubgroup, 16, {FN}>"
+    U = "[[unroll]] "
+    I, J = WM // 16, WN // FN
+
+    def fetch(k0: str) -> list[str]:
+        b = (f"b[(n0 + e / {BK // 8}) * K8 + ({k0}) / 8 + e % {BK // 8}]" if c.bt else
+             f"b[(({k0}) + e / {BN // 8}) * N8 + n0 / 8 + e % {BN // 8}]")
+        return [f"{U}for (uint r = 0; r < {na // WG}; ++r) {{ uint e = t + r * {WG}; "
+                f"ra[r] = a[(m0 + e / {BK // 8}) * K8 + ({k0}) / 8 + e % {BK // 8}]; }}",
+                f"{U}for (uint r = 0; r < {nb // WG}; ++r) {{ uint e = t + r * {WG}; rb[r] = {b}; }}"]
+
+    def stash(s: str) -> list[str]:
+        return [f"{U}for (uint r = 0; r < {na // WG}; ++r) {{ uint e = t + r * {WG}; "
+                f"As[({s}) * {sa} + (e / {BK // 8}) * {SA} + e % {BK // 8}] = ra[r]; }}",
+                f"{U}for (uint r = 0; r < {nb // WG}; ++r) {{ uint e = t + r * {WG}; "
+                f"Bs[({s}) * {sb} + (e / {bcols // 8}) * {SB} + e % {bcols // 8}] = rb[r]; }}"]
+
+    def loads(s: str) -> list[str]:
+        bl = (f"coopMatLoadNV(fb[j], Bs, ({s}) * {sb} + (wn * {WN} + j * {FN}) * {SB} + kk / 8, {SB}, true);"
+              if c.bt else
+              f"coopMatLoadNV(fb[j], Bs, ({s}) * {sb} + kk * {SB} + (wn * {WN} + j * {FN}) / 8, {SB}, false);")
+        return [f"{U}for (uint i = 0; i < {I}; ++i) "
+                f"coopMatLoadNV(fa[i], As, ({s}) * {sa} + (wm * {WM} + i * 16) * {SA} + kk / 8, {SA}, false);",
+                f"{U}for (uint j = 0; j < {J}; ++j) {bl}"]
+
+    mma = [f"{U}for (uint i = 0; i < {I}; ++i) {U}for (uint j = 0; j < {J}; ++j)",
+           "  acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);"]
+
+    def compute(s: str) -> list[str]:
+        return ([f"{U}for (uint kk = 0; kk < {BK}; kk += 16) {{", f"  {FA} fa[{I}]; {FB} fb[{J}];"]
+                + ["  " + x for x in loads(s) + mma] + ["}"])
+
+    L = [HEAD.format(WG=WG), f"shared uvec4 As[{c.st * sa}];", f"shared uvec4 Bs[{c.st * sb}];",
+         "void main() {",
+         "uint K8 = p.K / 8, N8 = p.N / 8;",
+         f"uint nx = p.N / {BN}, ny = p.M / {BM};"]
+    if c.swz:   # groups of swz tile rows, walked column by column: operands stay in L2
+        L += ["uint pid = gl_WorkGroupID.y * nx + gl_WorkGroupID.x;",
+              f"uint width = {c.swz} * nx, first = (pid / width) * {c.swz};",
+              f"uint gs = min(ny - first, {c.swz}u);",
+              "uint tm = first + (pid % width) % gs, tn = (pid % width) / gs;"]
+    else:
+        L += ["uint tm = gl_WorkGroupID.y, tn = gl_WorkGroupID.x;"]
+    L += [f"uint m0 = tm * {BM}, n0 = tn * {BN};",
+          "uint t = gl_LocalInvocationID.x, warp = t / 32;",
+          f"uint wm = warp % {BM // WM}, wn = warp / {BM // WM};",
+          f"{FC} acc[{I}][{J}];",
+          f"{U}for (uint i = 0; i < {I}; ++i) {U}for (uint j = 0; j < {J}; ++j) acc[i][j] = {FC}(0.0);",
+          f"uvec4 ra[{na // WG}], rb[{nb // WG}];"]
+    if c.mode == "regs":     # fragments loaded once, then MMAs alone
+        L += ["uint kk = 0;", f"{FA} fa[{I}]; {FB} fb[{J}];"] + loads("0")
+        L += ["for (uint k0 = 0; k0 < p.K; k0 += 16) {"] + ["  " + x for x in mma] + ["}"]
+    elif c.mode == "smem":   # slabs read from shared memory, never refilled
+        L += ["for (uint k0 = 0; k0 < p.K; k0 += " + str(BK) + ") {"]
+        L += ["  " + x for x in compute("0")] + ["  barrier();", "}"]
+    elif c.st == 1:
+        L += fetch("0") + stash("0") + ["barrier();",
+              f"for (uint k0 = 0; k0 < p.K; k0 += {BK}) {{", f"  bool more = k0 + {BK} < p.K;"]
+        L += ["  if (more) {"] + ["    " + x for x in fetch(f"k0 + {BK}")] + ["  }"]
+        L += ["  " + x for x in compute("0")]
+        L += ["  barrier();", "  if (more) {"] + ["    " + x for x in stash("0")] + ["  }", "  barrier();", "}"]
+    else:
+        def body(s: str, nxt: str) -> list[str]:
+            # reads stage s while stage nxt is refilled; the one barrier orders both
+            return (["if (more) {"] + ["  " + x for x in fetch(f"k0 + {BK}")] + ["}"] + compute(s)
+                    + ["if (more) {"] + ["  " + x for x in stash(nxt)] + ["}", "barrier();"])
+        L += fetch("0") + stash("0") + ["barrier();"]
+        if c.u2:
+            L += [f"for (uint k0 = 0; k0 < p.K; k0 += {BK}) {{", f"  bool more = k0 + {BK} < p.K;"]
+            L += ["  " + x for x in body("0", "1")]
+            L += [f"  k0 += {BK}; if (k0 >= p.K) break;", f"  more = k0 + {BK} < p.K;"]
+            L += ["  " + x for x in body("1", "0")] + ["}"]
+        else:
+            L += ["uint s = 0;", f"for (uint k0 = 0; k0 < p.K; k0 += {BK}) {{", f"  bool more = k0 + {BK} < p.K;"]
+            L += ["  " + x for x in body("s", "s ^ 1u")] + ["  s ^= 1u;", "}"]
+    L += [f"{U}for (uint i = 0; i < {I}; ++i) {U}for (uint j = 0; j < {J}; ++j)",
+          f"  coopMatStoreNV(acc[i][j], c, (m0 + wm * {WM} + i * 16) * p.N + n0 + wn * {WN} + j * {FN}, p.N, false);",
+          "}"]
+    return "\n".join(L) + "\n"
+
+
+C = Cfg
+CONFIGS = [
+    # ceilings: MMAs alone, and MMAs fed from shared memory without global traffic
+    C(128, 128, 32, 64, 32, mode="regs"), C(128, 256, 32, 64, 64, mode="regs"),
+    C(128, 128, 32, 64, 64, mode="regs"), C(128, 128, 32, 64, 32, mode="regs", fn=8),
+    C(128, 128, 32, 64, 32, mode="smem"), C(128, 256, 32, 64, 64, mode="smem"),
+    C(128, 128, 32, 64, 64, mode="smem"), C(128, 128, 64, 64, 32, mode="smem"),
+    C(128, 128, 32, 64, 32, mode="smem", fn=8), C(128, 128, 32, 64, 32, mode="smem", pad=0),
+    # the current kernel and its neighbours
+    C(128, 128, 32, 64, 32), C(128, 128, 32, 64, 32, st=2), C(128, 128, 32, 64, 32, st=2, u2=True),
+    C(128, 128, 32, 64, 32, swz=8), C(128, 128, 32, 64, 32, pad=0), C(128, 128, 32, 64, 32, pad=2),
+    C(128, 128, 32, 64, 32, bt=True), C(128, 128, 32, 64, 32, fn=8),
+    C(128, 128, 64, 64, 32), C(128, 128, 64, 64, 32, st=2, u2=True),
+    # larger warp tiles (4x4 accumulators of 16x16: A reused across columns, B across rows)
+    C(128, 128, 32, 64, 64), C(128, 128, 32, 64, 64, st=2, u2=True), C(128, 128, 64, 64, 64, st=2, u2=True),
+    C(128, 256, 32, 64, 64), C(128, 256, 32, 64, 64, st=2, u2=True), C(128, 256, 32, 64, 64, st=2, u2=True, swz=8),
+    C(256, 128, 32, 64, 64), C(256, 128, 32, 64, 64, st=2, u2=True),
+    C(128, 256, 32, 64, 64, bt=True, st=2, u2=True), C(128, 256, 64, 64, 64, st=2, u2=True),
+    # more warps
+    C(128, 128, 32, 32, 32), C(256, 128, 32, 64, 32, st=2, u2=True), C(128, 256, 32, 64, 32, st=2, u2=True),
+    C(256, 128, 32, 32, 64, st=2, u2=True),
+    # double-buffered within 48 KiB of shared memory
+    C(128, 256, 16, 64, 64, st=2, u2=True), C(256, 128, 16, 64, 64, st=2, u2=True),
+    C(128, 128, 32, 64, 32, st=2, u2=True, swz=8), C(128, 128, 32, 64, 64, st=2, u2=True, swz=8),
+    C(128, 128, 32, 32, 64, st=2, u2=True), C(128, 128, 32, 64, 32, st=2, u2=True, fn=8),
+    C(128, 128, 32, 64, 32, st=2, u2=True, bt=True), C(64, 128, 32, 32, 32, st=2, u2=True),
 ]
-
-
-def source(BM, BN, BK, WM, WN, stages, unroll):
-    wg = (BM // WM) * (BN // WN) * 32
-    if stages == 0:
-        return wg, DIRECT.format(WG=wg, BM=BM, BN=BN, WM=WM, WN=WN)
-    # two stages: stash into the other buffer, so the barrier before the stash is not needed
-    sync = "s ^= 1u;" if stages == 2 else "barrier();"
-    return wg, SRC.format(WG=wg, BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, PAD=1, STAGES=stages, SYNC=sync,
-                         UNROLL="[[unroll]] " if unroll else "")
-
-
 def spirv(src: str) -> bytes:
     d = tempfile.mkdtemp()
     open(f"{d}/k.comp", "w").write(src)
@@ -149,9 +202,11 @@ class Dev:
         self.inst = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
         self.pd = vk.vkEnumeratePhysicalDevices(self.inst)[int(os.environ.get("VKML_DEVICE", 0))]
         props = vk.vkGetPhysicalDeviceProperties(self.pd)
-        print("device:", props.deviceName, " maxComputeSharedMemorySize:",
-              props.limits.maxComputeSharedMemorySize)
+        self.smem = props.limits.maxComputeSharedMemorySize
+        print("device:", props.deviceName, " maxComputeSharedMemorySize:", self.smem)
         exts = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.pd, None)}
+        # register counts and spills per pipeline, where the driver reports them
+        self.stats = "VK_KHR_pipeline_executable_properties" in exts
         self.has_nv = "VK_NV_cooperative_matrix" in exts
         print("VK_NV_cooperative_matrix:", self.has_nv, " VK_KHR_cooperative_matrix:",
               "VK_KHR_cooperative_matrix" in exts, " VK_NV_cooperative_matrix2:",
@@ -169,9 +224,21 @@ class Dev:
         s16 = vk.VkPhysicalDevice16BitStorageFeatures(pNext=f16, storageBuffer16BitAccess=True)
         mm = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=s16, vulkanMemoryModel=True)
         self.keep += [coop, f16, s16, mm]
+        head, names = mm, ["VK_NV_cooperative_matrix"]
+        if self.stats:
+            pe = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
+                pNext=mm, pipelineExecutableInfo=True)
+            self.keep.append(pe)
+            head = pe
+            names.append("VK_KHR_pipeline_executable_properties")
         qci = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=qf, pQueuePriorities=[1.0])
-        self.dev = vk.vkCreateDevice(self.pd, vk.VkDeviceCreateInfo(
-            pNext=mm, pQueueCreateInfos=[qci], ppEnabledExtensionNames=["VK_NV_cooperative_matrix"]), None)
+        try:
+            self.dev = vk.vkCreateDevice(self.pd, vk.VkDeviceCreateInfo(
+                pNext=head, pQueueCreateInfos=[qci], ppEnabledExtensionNames=names), None)
+        except vk.VkError:   # statistics are a diagnostic: go without them
+            self.stats = False
+            self.dev = vk.vkCreateDevice(self.pd, vk.VkDeviceCreateInfo(
+                pNext=mm, pQueueCreateInfos=[qci], ppEnabledExtensionNames=names[:1]), None)
         self.queue = vk.vkGetDeviceQueue(self.dev, qf, 0)
         self.mp = vk.vkGetPhysicalDeviceMemoryProperties(self.pd)
         self.cp = vk.vkCreateCommandPool(self.dev, vk.VkCommandPoolCreateInfo(
@@ -204,6 +271,28 @@ class Dev:
         vk.vkResetFences(self.dev, 1, [self.fence])
         return time.perf_counter() - t
 
+    def statistics(self, pipe) -> str:
+        """The driver's statistics of a pipeline (registers, spills...), where it has them."""
+        if not self.stats:
+            return ""
+        try:
+            props = vk.vkGetDeviceProcAddr(self.dev, "vkGetPipelineExecutablePropertiesKHR")
+            stats = vk.vkGetDeviceProcAddr(self.dev, "vkGetPipelineExecutableStatisticsKHR")
+            info = vk.VkPipelineInfoKHR(pipeline=pipe)
+            out = []
+            for i, _ in enumerate(list(props(self.dev, info))):
+                ei = vk.VkPipelineExecutableInfoKHR(pipeline=pipe, executableIndex=i)
+                for s in stats(self.dev, ei):
+                    f = s.format
+                    v = (s.value.b32 if f == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR else
+                         s.value.i64 if f == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR else
+                         s.value.u64 if f == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR else
+                         round(s.value.f64, 2))
+                    out.append(f"{s.name}={v}")
+            return " ".join(out)
+        except Exception as e:  # noqa: BLE001 (a diagnostic only)
+            return f"(statistics: {type(e).__name__} {e})"
+
     def copy(self, src, dst, size):
         self.submit(lambda cb: vk.vkCmdCopyBuffer(cb, src, dst, 1, [vk.VkBufferCopy(0, 0, size)]))
 
@@ -212,8 +301,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--only", default="", help="comma-separated indices into CONFIGS")
+    ap.add_argument("--list", action="store_true", help="print CONFIGS with their indices")
     a = ap.parse_args()
     n = a.n
+    if a.list:
+        for i, c in enumerate(CONFIGS):
+            print(i, c.label())
+        return
     d = Dev()
     if not d.has_nv:
         raise SystemExit("no VK_NV_cooperative_matrix on this device")
@@ -246,47 +341,53 @@ def main() -> None:
     vk.vkUpdateDescriptorSets(d.dev, 3, writes, 0, None)
     pc = vk.ffi.new("uint32_t[3]", [n, n, n])
     flops = 2.0 * n ** 3
+    want_bt = None
     best = None
-    for cfg in CONFIGS:
-        BM, BN, BK, WM, WN, stages, unroll = cfg
-        if n % BM or n % BN or n % BK:
+    configs = CONFIGS if not a.only else [CONFIGS[int(k)] for k in a.only.split(",")]
+    for cfg in configs:
+        if n % cfg.bm or n % cfg.bn or n % cfg.bk:
             continue
-        wg, src = source(*cfg)
-        smem = stages * (BM * (BK // 8 + 1) + BK * (BN // 8 + 1)) * 16
-        if smem > 49152:
-            print(cfg, f"skipped: {smem} bytes of shared memory")
+        if cfg.smem() > d.smem:
+            print(f"{cfg.label()}: skipped, {cfg.smem()} bytes of shared memory")
             continue
         try:
-            code = spirv(src)
+            code = spirv(source(cfg))
         except RuntimeError as e:
-            print(cfg, "compile failed:", str(e)[:400])
+            print(cfg.label(), "compile failed:", str(e)[:400])
             continue
         sm = vk.vkCreateShaderModule(d.dev, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
-        ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl)
+        flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if d.stats else 0
+        ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl, flags=flags)
+        t0 = time.perf_counter()
         pipe = vk.vkCreateComputePipelines(d.dev, None, 1, [ci], None)[0]
+        build = time.perf_counter() - t0
 
-        def rec(reps):
+        def rec(reps, cfg=cfg, pipe=pipe):
             def r(cb):
                 vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
                 vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, [ds], 0, None)
                 vk.vkCmdPushConstants(cb, pl, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 12, pc)
                 for _ in range(reps):
-                    vk.vkCmdDispatch(cb, n // BN, n // BM, 1)
+                    vk.vkCmdDispatch(cb, n // cfg.bn, n // cfg.bm, 1)
             return r
         d.submit(rec(1))
-        d.copy(cbuf[0], st[0], n * n * 4)
-        ptr = vk.vkMapMemory(d.dev, st[1], 0, n * n * 4, 0)
-        got = np.frombuffer(ptr, np.float32).reshape(n, n).copy()
-        vk.vkUnmapMemory(d.dev, st[1])
-        err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+        err = float("nan")
+        if cfg.mode == "full":
+            d.copy(cbuf[0], st[0], n * n * 4)
+            ptr = vk.vkMapMemory(d.dev, st[1], 0, n * n * 4, 0)
+            got = np.frombuffer(ptr, np.float32).reshape(n, n).copy()
+            vk.vkUnmapMemory(d.dev, st[1])
+            if cfg.bt and want_bt is None:
+                want_bt = A.astype(np.float32) @ B.astype(np.float32).T
+            ref = want_bt if cfg.bt else want
+            err = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
         dt = min(d.submit(rec(a.reps)) for _ in range(3)) / a.reps
-        one = min(d.submit(rec(1)) for _ in range(3))
         tf = flops / dt / 1e12
-        print(f"BM{BM} BN{BN} BK{BK} WM{WM} WN{WN} stages{stages} unroll{unroll} wg{wg}: {dt * 1e3:.3f} ms "
-              f"{tf:.1f} TFLOP/s  (one dispatch {one * 1e3:.3f} ms)  max rel err {err:.2e}")
-        if err < 1e-2 and (best is None or tf > best[1]):
-            best = (cfg, tf)
+        print(f"{cfg.label():44s} wg{cfg.wg:4d} smem{cfg.smem():6d}: {dt * 1e3:.3f} ms {tf:6.1f} TFLOP/s "
+              f"err {err:.1e} build {build:.2f}s {d.statistics(pipe)}", flush=True)
+        if cfg.mode == "full" and err < 1e-2 and (best is None or tf > best[1]):
+            best = (cfg.label(), tf)
     print("best:", best)
     try:
         import torch
