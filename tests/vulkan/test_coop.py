@@ -33,7 +33,7 @@ def _close_f16(got: np.ndarray, want32: np.ndarray, scale: np.ndarray) -> None:
 @pytest.mark.parametrize("out", [dt.float16, dt.float32])
 def test_kernels_compile(ta, tb, out):
     # every layout's GLSL is valid SPIR-V on any machine (glslang), tensor cores or not
-    for t in (coop.COOP_TILE, coop.COOP_SMALL):
+    for t in (coop.COOP_TILE, coop.COOP_SMALL, coop.COOP_TILE._replace(fn=8), coop.COOP_SMALL._replace(fn=8)):
         assert vkc.spirv(coop.program(t, 1, ta, tb, out).render(), "coop")[:4] == b"\x03\x02\x23\x07"
 
 
@@ -78,6 +78,15 @@ def test_shapes_tensor_cores_do_not_take_stay_on_float32_kernels():
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     _close_f16(np.asarray(f(vnp.asarray(a), vnp.asarray(b))), a32 @ b32, np.abs(a32) @ np.abs(b32))
     assert not any(n.startswith("MatMul_coop") for n, _ in f.profile(vnp.asarray(a), vnp.asarray(b)))
+
+
+def test_choice_of_tile_and_fragments():
+    # 16x8 fragments only where the device lists them; the small tile below a workgroup
+    # per multiprocessor
+    assert coop.choose(4096, 4096, 1, shapes=(coop.SHAPES[8],)).fn == 8
+    assert coop.choose(4096, 4096, 1, shapes=(coop.SHAPES[16],)).fn == 16
+    assert coop.choose(512, 512, 1)[:5] == tuple(coop.COOP_SMALL[:5])
+    assert coop.choose(512, 512, 64)[:5] == tuple(coop.COOP_TILE[:5])
 
 
 def test_eligibility():

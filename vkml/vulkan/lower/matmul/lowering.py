@@ -52,7 +52,7 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
 
 
 def _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb) -> None:
-    t = coop.choose(M, N, nbatch)
+    t = coop.choose(M, N, nbatch, shapes=getattr(ctx.dev, "coop_shapes", ()))
     p = coop.program(t, len(shp), ta, tb, node.dtype)
     tiles_m, tiles_n = -(-M // t.bm), -(-N // t.bn)
     ctx.dispatch(ctx.kernel(p), {"M": M, "N": N, "K": K, "tiles_m": tiles_m, "tiles_n": tiles_n,
