@@ -4,7 +4,8 @@ float32 one and torch's (`a @ b` on CUDA, cuBLAS) in the same run (issue 23, par
     python bench/tools/coop_matmul.py [--sizes 1024,4096] [--reps 20]
 
 Per size: TFLOP/s of a jitted `x @ y` in float16 and float32 (best of 3 rounds of --reps
-calls in a row, then one wait), torch float16 and float32 (TF32 off), and the ratios.
+calls in a row, then one wait), the float16 kernels alone (one profiled call, device
+timestamps), torch float16 and float32 (TF32 off), and the ratios.
 """
 from __future__ import annotations
 
@@ -67,8 +68,11 @@ def main() -> None:
                 x = torch.tensor(A, device="cuda").to(d)
                 y = torch.tensor(B, device="cuda").to(d)
                 row.append(_rate(lambda: x @ y, lambda r=None: torch.cuda.synchronize(), n, a.reps))
-        names = [k for k, _ in f.profile(vnp.asarray(A.astype(np.float16)), vnp.asarray(B.astype(np.float16)))]
-        line = f"{row[0]:>7s}: vkml f16 {row[1]:7.1f} TF/s ({'+'.join(names)}), vkml f32 {row[2]:6.1f}"
+        prof = f.profile(vnp.asarray(A.astype(np.float16)), vnp.asarray(B.astype(np.float16)))
+        names = [k for k, _ in prof]
+        kern = 2.0 * n ** 3 / sum(s for _, s in prof) / 1e12     # the kernels alone (timestamps)
+        line = (f"{row[0]:>7s}: vkml f16 {row[1]:7.1f} TF/s (kernel alone {kern:.1f}; {'+'.join(names)}), "
+                f"vkml f32 {row[2]:6.1f}")
         if cuda:
             line += (f", torch f16 {row[3]:7.1f}, torch f32 {row[4]:6.1f}; vkml/torch f16 {row[1] / row[3]:.0%}, "
                      f"f32 {row[2] / row[4]:.0%}")
