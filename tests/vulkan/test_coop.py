@@ -69,6 +69,23 @@ def test_transposed_operands_and_gradient():
     _close_f16(y, x32.T @ b32.T, np.abs(x32).T @ np.abs(b32).T)
 
 
+def test_results_round_to_nearest_even():
+    # exact float32 sums just past, at and between float16 halfway points: one tile wholly
+    # inside the matrices (its results stored straight from the fragments) and rows
+    # that only the nearest-even rounding gets right
+    u = 2.0 ** -11                           # half a float16 ulp at 1
+    rows = [[1, u, 2.0 ** -20], [1, u], [1, 3 * u], [1, u, -(2.0 ** -20)], [-1, -u, -(2.0 ** -20)],
+            [2048, 1], [2048, 1, 2.0 ** -10], [65504, 16]]
+    a = np.zeros((64, 16), F16)
+    for i in range(64):
+        r = rows[i % len(rows)]
+        a[i, :len(r)] = r
+    b = np.ones((16, 64), F16)
+    got = np.asarray(vkml.jit(lambda x, y: x @ y)(vnp.asarray(a), vnp.asarray(b)))
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(F16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 def test_shapes_tensor_cores_do_not_take_stay_on_float32_kernels():
     # K = 12 is no multiple of 8: widened to the float32 kernels on every device
     rng = np.random.default_rng(2)

@@ -97,6 +97,13 @@ def eligible(M: int, N: int, K: int, ta: bool, tb: bool) -> bool:
     return True
 
 
+# tile order: neighbouring workgroups walk along n (True) or down m (the SIMT kernels'
+# prologue); interior tiles store float16 results straight from converted fragments
+# (True) or through the staging tile like the edges
+ORDER_N = False
+DIRECT_STORE = False
+
+
 @lru_cache(maxsize=256)
 def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float16) -> Program:
     """The kernel: C (float16 bits, or float32 for out float32) = A @ B, A and B float16
@@ -113,7 +120,10 @@ def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float
     lowp.setup(p)
     p.meta = Meta(*meta_fields(rank))
     low_out = out != dt.float32
-    C = p.buffer("C", "uint16_t" if low_out else "float")
+    direct = DIRECT_STORE and out == dt.float16
+    # float16 bits as float16_t where fragments are stored straight (a uint16_t matrix
+    # store needs the int16 arithmetic the device may lack)
+    C = p.buffer("C", "float16_t" if direct else "uint16_t" if low_out else "float")
     A = p.buffer("A", "uvec4", readonly=True)
     B = p.buffer("B", "uvec4", readonly=True)
     # shared slabs, 16-byte words; rows padded by one word against bank conflicts (the
@@ -133,6 +143,9 @@ def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float
     FC = f"fcoopmatNV<32, gl_ScopeSubgroup, 16, {FN}>"
     U = "[[unroll]] "
     L = prologue(p, rank)
+    if ORDER_N:
+        i = L.index("int tmi = g % tiles_m; g /= tiles_m;")
+        L[i], L[i + 1] = L[i + 1], L[i]
     # unsigned from here: the index arithmetic of the loads is shifts and masks
     L += ["uint tid = lidx(); uint warp = tid / 32u; uint lane = tid % 32u;",
           f"uint wm = warp % {BM // WM}u; uint wn = warp / {BM // WM}u;",
@@ -225,7 +238,18 @@ def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float
     L += ["} else {"] + ["  " + x for x in slabs(True)] + ["}"]
     # through this warp's 16 x FN staging tile: lane l stores elements l, l + 32, ...
     st = (lowp.store(out, lowp.round_value(out, "v")) if low_out else "v")
+    if direct:
+        st = "unpackFloat2x16(lp_to_f16(v)).x"
     F = 16 * FN
+    if direct:
+        # the conversion rounds to nearest even (OpFConvert; `test_coop` checks it)
+        H = f"fcoopmatNV<16, gl_ScopeSubgroup, 16, {FN}>"
+        L += [f"if (m0 + {BM}u <= uM && n0 + {BN}u <= uN) {{",
+              f"  {U}for (int i = 0; i < {I}; ++i) {U}for (int j = 0; j < {J}; ++j)",
+              f"    coopMatStoreNV({H}(acc[i][j]), {C}, uint(coff) + (m0 + wm * {WM}u + uint(i) * 16u) * uN"
+              f" + n0 + wn * {WN}u + uint(j) * {FN}u, uN, false);",
+              "  return;",
+              "}"]
     L += ["uint cw = warp * %du;" % F,
           f"{U}for (int i = 0; i < {I}; ++i) {U}for (int j = 0; j < {J}; ++j) {{",
           f"  coopMatStoreNV(acc[i][j], {Cs}, cw, {FN}u, false);",
