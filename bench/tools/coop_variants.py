@@ -28,19 +28,20 @@ def main() -> None:
     B = rng.standard_normal((n, n)).astype(np.float16)
     want = (A.astype(np.float32) @ B.astype(np.float32)).astype(np.float16)
     x, y = vnp.asarray(A), vnp.asarray(B)
-    tiles = {"128x128 w64x32": coop.COOP_TILE, "128x256 w64x64": coop.Coop(128, 256, 32, 64, 64),
-             "128x128 w64x64": coop.Coop(128, 128, 32, 64, 64)}
     base = coop.COOP_TILE
-    for (tn, tile), order_n, direct in itertools.product(tiles.items(), (False, True), (False, True)):
-        if tile != base and not (order_n and direct):
+    tiles = {"128x128 w64x32": coop.Coop(128, 128, 32, 64, 32), "128x256 w64x64": coop.Coop(128, 256, 32, 64, 64),
+             "256x128 w64x64": coop.Coop(256, 128, 32, 64, 64)}
+    for (tn, tile), order_n, direct, lean in itertools.product(tiles.items(), (False, True), (False, True),
+                                                              (False, True)):
+        if not (order_n and direct) and (tn != "128x128 w64x32" or lean):
             continue
-        coop.ORDER_N, coop.DIRECT_STORE, coop.COOP_TILE = order_n, direct, tile
+        coop.ORDER_N, coop.DIRECT_STORE, coop.LEAN, coop.COOP_TILE = order_n, direct, lean, tile
         coop.program.cache_clear()
         f = vkml.jit(lambda p, q: p @ q)
         got = np.asarray(f(x, y))
         bad = int(np.sum(got.view(np.uint16) != want.view(np.uint16)))
         s = min(sum(t for _, t in f.profile(x, y)) for _ in range(5))
-        print(f"{tn} order_n={order_n:d} direct={direct:d}: {s * 1e3:.3f} ms "
+        print(f"{tn} order_n={order_n:d} direct={direct:d} lean={lean:d}: {s * 1e3:.3f} ms "
               f"{2.0 * n ** 3 / s / 1e12:6.1f} TFLOP/s (results differing from NumPy's: {bad})", flush=True)
     coop.COOP_TILE = base
 

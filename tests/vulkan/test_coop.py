@@ -33,7 +33,8 @@ def _close_f16(got: np.ndarray, want32: np.ndarray, scale: np.ndarray) -> None:
 @pytest.mark.parametrize("out", [dt.float16, dt.float32])
 def test_kernels_compile(ta, tb, out):
     # every layout's GLSL is valid SPIR-V on any machine (glslang), tensor cores or not
-    for t in (coop.COOP_TILE, coop.COOP_SMALL, coop.COOP_TILE._replace(fn=8), coop.COOP_SMALL._replace(fn=8)):
+    for t in (coop.COOP_TILE, coop.COOP_MID, coop.COOP_SMALL, coop.COOP_TILE._replace(fn=8),
+              coop.COOP_MID._replace(fn=8), coop.COOP_SMALL._replace(fn=8)):
         assert vkc.spirv(coop.program(t, 1, ta, tb, out).render(), "coop")[:4] == b"\x03\x02\x23\x07"
 
 
@@ -103,6 +104,7 @@ def test_choice_of_tile_and_fragments():
     assert coop.choose(4096, 4096, 1, shapes=(coop.SHAPES[8],)).fn == 8
     assert coop.choose(4096, 4096, 1, shapes=(coop.SHAPES[16],)).fn == 16
     assert coop.choose(512, 512, 1)[:5] == tuple(coop.COOP_SMALL[:5])
+    assert coop.choose(2048, 2048, 1)[:5] == tuple(coop.COOP_MID[:5])
     assert coop.choose(512, 512, 64)[:5] == tuple(coop.COOP_TILE[:5])
 
 

@@ -60,24 +60,26 @@ class Coop(NamedTuple):
 
 # measured best on the H200 at 4096^3 (bench/tools/coop_probe.py); small products get the
 # smaller tile so that enough workgroups exist
-COOP_TILE = Coop(128, 128, 32, 64, 32)
+COOP_TILE = Coop(128, 256, 32, 64, 64)
+COOP_MID = Coop(128, 128, 32, 64, 32)
 COOP_SMALL = Coop(64, 64, 32, 32, 32)
 # (M, N, K, operand type, accumulator type) of the fragments each fn needs
 SHAPES = {16: (16, 16, 16, "float16", "float32"), 8: (16, 8, 16, "float16", "float32")}
 
 
 def choose(M: int, N: int, nbatch: int, sms: int = 132, shapes: tuple = (SHAPES[8],)) -> Coop:
-    """The tile for an M x N product (of nbatch): the large one when it still gives each
-    of the device's multiprocessors a workgroup; 16x8 fragments where the device has them
+    """The tile for an M x N product (of nbatch): the largest that still gives each of the
+    device's multiprocessors a workgroup; 16x8 fragments where the device has them
     (`Device.coop_shapes`).
 
     >>> choose(4096, 4096, 1), choose(256, 256, 1, shapes=())
-    (Coop(bm=128, bn=128, bk=32, wm=64, wn=32, fn=8), Coop(bm=64, bn=64, bk=32, wm=32, wn=32, fn=16))
+    (Coop(bm=128, bn=256, bk=32, wm=64, wn=64, fn=8), Coop(bm=64, bn=64, bk=32, wm=32, wn=32, fn=16))
     """
-    t = COOP_TILE
-    if -(-M // t.bm) * -(-N // t.bn) * nbatch < sms:
-        t = COOP_SMALL
-    return t._replace(fn=8 if SHAPES[8] in shapes else 16)
+    fn = 8 if SHAPES[8] in shapes else 16
+    for t in (COOP_TILE, COOP_MID):
+        if -(-M // t.bm) * -(-N // t.bn) * nbatch >= sms:
+            return t._replace(fn=fn)
+    return COOP_SMALL._replace(fn=fn)
 
 
 def eligible(M: int, N: int, K: int, ta: bool, tb: bool) -> bool:
@@ -100,8 +102,11 @@ def eligible(M: int, N: int, K: int, ta: bool, tb: bool) -> bool:
 # tile order: neighbouring workgroups walk along n (True) or down m (the SIMT kernels'
 # prologue); interior tiles store float16 results straight from converted fragments
 # (True) or through the staging tile like the edges
-ORDER_N = False
-DIRECT_STORE = False
+ORDER_N = True
+DIRECT_STORE = True
+# one load path for interior and edge tiles (clamped rows, zeros only past K): a smaller
+# kernel in fewer registers
+LEAN = False
 
 
 @lru_cache(maxsize=256)
@@ -176,6 +181,21 @@ def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float
     else:
         b_base, b_step, b_in = (f"boff8 + ({b_row}) * N8 + n0 / 8u + {b_w}", "{k} * N8",
                                 f"{{k}} + {b_row} < uK && n0 + ({b_w}) * 8u < uN")
+    if LEAN:
+        # one path for every tile: rows and columns past the matrix read its last ones
+        # (their products land outside C and are never stored), only k past K reads zeros
+        if ta:
+            a_base = f"aoff8 + ({a_row}) * M8 + min(m0 / 8u + {a_w}, M8 - 1u)"
+            a_in = f"{{k}} + {a_row} < uK"
+        else:
+            a_base = f"aoff8 + min(m0 + {a_row}, uM - 1u) * K8 + {a_w}"
+            a_in = f"{{k}} + ({a_w}) * 8u < uK"
+        if tb:
+            b_base = f"boff8 + min(n0 + {b_row}, uN - 1u) * K8 + {b_w}"
+            b_in = f"{{k}} + ({b_w}) * 8u < uK"
+        else:
+            b_base = f"boff8 + ({b_row}) * N8 + min(n0 / 8u + {b_w}, N8 - 1u)"
+            b_in = f"{{k}} + {b_row} < uK"
     # bases beyond the matrix are clamped (an edge tile's rows past M, say): never read
     L += [f"uint ia[{ra}]; uint ib[{rb}];",
           f"{U}for (int r = 0; r < {ra}; ++r) {{ uint e = min(tid + uint(r) * {WG}u, {na - 1}u); ia[r] = {a_base}; }}",
@@ -233,9 +253,12 @@ def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float
           "  if (more) {"] + ["    " + x for x in stash()] + ["  }",
           "  barrier();",
           "}"])
-    # a workgroup whose tile lies inside the matrices (all but the edges) loads unchecked
-    L += [f"if (m0 + {BM}u <= uM && n0 + {BN}u <= uN && uK % {BK}u == 0u) {{"] + ["  " + x for x in slabs(False)]
-    L += ["} else {"] + ["  " + x for x in slabs(True)] + ["}"]
+    if LEAN:
+        L += slabs(True)
+    else:
+        # a workgroup whose tile lies inside the matrices (all but the edges) loads unchecked
+        L += [f"if (m0 + {BM}u <= uM && n0 + {BN}u <= uN && uK % {BK}u == 0u) {{"] + ["  " + x for x in slabs(False)]
+        L += ["} else {"] + ["  " + x for x in slabs(True)] + ["}"]
     # through this warp's 16 x FN staging tile: lane l stores elements l, l + 32, ...
     st = (lowp.store(out, lowp.round_value(out, "v")) if low_out else "v")
     if direct:
