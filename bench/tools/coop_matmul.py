@@ -36,7 +36,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1024,4096")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--lean", choices=("default", "all", "none"), default="default",
+                    help="which coop tiles take the one-path kernel (coop.LEAN)")
     a = ap.parse_args()
+    from vkml.vulkan.lower.matmul import coop
+    if a.lean != "default":
+        coop.LEAN = ({tuple(t[:5]) for t in (coop.COOP_TILE, coop.COOP_MID, coop.COOP_SMALL)}
+                     if a.lean == "all" else set())
     import vkml
     import vkml.numpy as vnp
     from vkml.vulkan import runtime
