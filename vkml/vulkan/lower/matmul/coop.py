@@ -11,9 +11,11 @@ products), each warp owns a WM x WN block of the BM x BN tile as (WM/16) x (WN/F
 accumulators. The fragment loops must be unrolled (`[[unroll]]`): rolled, the
 accumulators live in local memory and the kernel runs five times slower. Index arithmetic
 is unsigned and each thread's global word indices are set once (a base plus the slab's
-k times a step). `bench/tools/coop_probe.py` measured the alternatives (double-buffered
-slabs, 64x64 warp tiles, deeper slabs, rasterised tile orders): none faster on the H200,
-whose tensor cores this path feeds through mma.sync, not Hopper's wgmma.
+k times a step). Large products take 128x256 tiles of eight 64x64 warps (each A fragment
+used for four B fragments and back); `bench/tools/coop_probe.py` measured the other
+levers (double-buffered slabs, deeper slabs, rasterised tile orders, other shared
+layouts): none faster on the H200, whose tensor cores this path reaches through the
+warp-level MMA, not Hopper's wgmma (bench/RESULTS.md, issue 23).
 
 The accumulators' element order inside a subgroup is the implementation's, so the results
 go through shared memory (one 16 x FN float32 staging tile per warp) to be rounded to
