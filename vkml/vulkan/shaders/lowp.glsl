@@ -15,18 +15,23 @@ uint lp_to_bf16(float x) {
 float lp_round_bf16(float x) { return uintBitsToFloat(lp_to_bf16(x) << 16); }
 
 // float16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; subnormals below 2^-14.
-// Widening is unpackHalf2x16 (exact); narrowing is written out (packHalf2x16 need not
-// round to nearest: lavapipe's truncates and saturates).
+// Widening is unpackHalf2x16 (exact; one vcvtph2ps on lavapipe). Narrowing is written
+// out: packHalf2x16 and float16_t(x) need not round to nearest, and lavapipe's truncate,
+// saturate and are not native there either (no vcvtps2ph: a longer integer sequence).
+// Each operation costs about as much as the kernel's arithmetic on lavapipe, so this
+// is the shortest exact form found (17 operations per element).
 float lp_from_f16(uint h) { return unpackHalf2x16(h).x; }
 uint lp_to_f16(float x) {
-  uint u = floatBitsToUint(x), s = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
-  // normal: rebias the exponent, round the 13 dropped bits to nearest even
-  uint n = (a - 0x37FFF001u + ((a >> 13) & 1u)) >> 13;      // - (112 << 23) + 0xFFF
+  uint u = floatBitsToUint(x), a = u & 0x7FFFFFFFu, e = a >> 13;
+  // normal: rebias the exponent (- 112 << 23), round the 13 dropped bits to nearest even
+  // (+ 0xFFF + the kept lsb); from 65520 up (and infinity) the min gives 0x7C00, inf
+  uint n = min((a + 0xC8000FFFu + (e & 1u)) >> 13, 0x7C00u);
   // subnormal (|x| < 2^-14): one float add aligns the bits at 2^-24, rounding to nearest
   // even (precise: the add and subtract are not folded away)
   precise float t = uintBitsToFloat(a) + 0.5;
-  uint sub = floatBitsToUint(t) - 0x3F000000u;
-  uint r = a < 0x38800000u ? sub : (a >= 0x477FF000u ? 0x7C00u : n);   // >= 65520: inf
-  return s | (a > 0x7F800000u ? (0x7E00u | ((a >> 13) & 0x3FFu)) : r);
+  uint h = a < 0x38800000u ? floatBitsToUint(t) - 0x3F000000u : n;
+  // NaN stays NaN: quieted, the payload's top 10 bits kept (as F16C's conversion)
+  h = a > 0x7F800000u ? (e | 0x200u) - 0x38000u : h;
+  return ((u >> 16) & 0x8000u) | h;
 }
 float lp_round_f16(float x) { return unpackHalf2x16(lp_to_f16(x)).x; }
