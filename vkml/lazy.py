@@ -40,6 +40,7 @@ from typing import Any
 from .trace import dtypes as dt
 from .trace.graph import Graph, Node
 from .trace.ops import OpKind
+from .trace.shapes import size_of
 from .vulkan.memory import Buffer
 
 MAX_PENDING = 512       # nodes waiting before a flush (bounds the graph and what it holds)
@@ -54,18 +55,27 @@ ENABLED = os.environ.get("VKML_LAZY", "0") == "1"
 
 
 class Pending:
-    """A node not run yet: its graph Node (whose inputs are placeholder Inputs for the
-    concrete operands and other records' nodes), per node input the operand's Buffer or
-    its Pending record, and, once run, its result buffer."""
-    __slots__ = ("node", "args", "attrs", "attrs_key", "buf", "seq")
+    """A node not run yet: its operator, attributes (and their hashable key), per operand
+    the concrete Buffer or the Pending record it reads and that operand's (shape, dtype),
+    its result's shape and dtype, and, once run, its result buffer. No graph Node is made
+    while it waits (a flush that compiles makes them: `_compile`)."""
+    __slots__ = ("kind", "args", "avals", "attrs", "attrs_key", "shape", "dtype", "buf", "seq")
 
-    def __init__(self, node: Node, args: tuple, attrs: dict, attrs_key, seq: int):
-        self.node, self.args, self.attrs, self.attrs_key, self.buf = node, args, attrs, attrs_key, None
+    def __init__(self, kind: OpKind, args: tuple, avals: tuple, attrs: dict, attrs_key,
+                 shape: tuple, dtype, seq: int):
+        self.kind, self.args, self.avals, self.attrs, self.attrs_key = kind, args, avals, attrs, attrs_key
+        self.shape, self.dtype, self.buf = shape, dtype, None
         self.seq = seq      # creation order: a flush lists its results so, whatever the set's order
+
+    @property
+    def nbytes(self) -> int:
+        return size_of(self.shape) * self.dtype.itemsize
 
 
 _lock = threading.RLock()
-# Arrays whose records wait, by id (a WeakSet would compare Tensors with their elementwise ==)
+# Arrays whose records wait, by id (a WeakSet would compare Tensors with their elementwise ==).
+# `record` adds to it without the lock (a dict store is atomic): a record that a concurrent
+# flush misses is run alone when read (`realize`)
 _pending: dict = {}
 _count = 0                                          # records made since the last flush
 _bytes = 0                                          # ... and their result bytes
@@ -73,6 +83,11 @@ _seq = itertools.count()
 _seen: OrderedDict = OrderedDict()                  # structure key -> None (seen once)
 _programs: OrderedDict = OrderedDict()              # structure key -> Compiled
 stats = {"flushes": 0, "replayed": 0, "stepped": 0, "compiled": 0}
+# (operator, attribute key, operand shapes and dtypes) -> (result shape, dtype, result bytes,
+# or -1 where the operator must run at once): the registry's checks run once per signature
+# (a signature that fails them raises each time and is not kept)
+_signatures: dict = {}
+SIGNATURES_KEPT = 4096
 
 
 def is_pending(a) -> bool:
@@ -90,15 +105,26 @@ def lazy_ok(kind: OpKind, node: Node) -> bool:
     return node.size * node.dtype.itemsize <= LARGE_BYTES
 
 
+def _signature(key: tuple, kind: OpKind, avals: tuple, attrs: dict) -> tuple:
+    """The memo entry of `_signatures` for key, checking the operator as a graph Node does
+    (shape and dtype errors raise here, at the user's line)."""
+    node = Node(kind, [_placeholder(s, d) for s, d in avals], attrs)
+    nbytes = node.size * node.dtype.itemsize if lazy_ok(kind, node) else -1
+    sig = (node.shape, node.dtype, nbytes)
+    if len(_signatures) >= SIGNATURES_KEPT:
+        _signatures.clear()
+    _signatures[key] = sig
+    return sig
+
+
 def record(kind: OpKind, operands: list, attrs: dict, attrs_key, make_array) -> Any:
     """The pending result of an eager operator, or None where it must run now (the
     caller runs it). make_array(record, shape, dtype) builds the result Array."""
     global _count, _bytes
-    ins, args = [], []
+    args, avals = [], []
     for v in operands:
         r = v._lazy
         if r is not None and r.buf is None:
-            ins.append(r.node)
             args.append(r)
         else:
             # the buffer itself, not the Array: a Tensor's in-place update replaces its
@@ -106,19 +132,22 @@ def record(kind: OpKind, operands: list, attrs: dict, attrs_key, make_array) -> 
             b = v._buf
             if type(b) is not Buffer:
                 getattr(b, "nbytes")    # a donated array's stand-in raises DonatedArrayError
-            ins.append(_placeholder(v.shape, v.dtype))
             args.append(b)
-    node = Node(kind, ins, attrs)       # shape and dtype checks: errors raise here
-    if not lazy_ok(kind, node):
+        avals.append((v.shape, v.dtype))
+    avals = tuple(avals)
+    key = (kind, attrs_key, avals)
+    sig = _signatures.get(key)
+    if sig is None:
+        sig = _signature(key, kind, avals, attrs)
+    shape, dtype, nbytes = sig
+    if nbytes < 0:
         return None
-    rec = Pending(node, tuple(args), attrs, attrs_key, next(_seq))
-    out = make_array(rec, node.shape, node.dtype)
-    with _lock:
-        _pending[id(out)] = weakref.ref(out)
-        _count += 1
-        _bytes += node.size * node.dtype.itemsize
-        full = _count >= MAX_PENDING or _bytes >= MAX_PENDING_BYTES
-    if full:
+    rec = Pending(kind, tuple(args), avals, attrs, attrs_key, shape, dtype, next(_seq))
+    out = make_array(rec, shape, dtype)
+    _pending[id(out)] = weakref.ref(out)
+    _count += 1
+    _bytes += nbytes
+    if _count >= MAX_PENDING or _bytes >= MAX_PENDING_BYTES:
         flush()
     return out
 
@@ -132,8 +161,7 @@ def adopt(a) -> None:
     """Register array a as holding a pending record it took from another (a Tensor made
     from an Array's value), so a flush computes it."""
     if a._lazy is not None and a._lazy.buf is None:
-        with _lock:
-            _pending[id(a)] = weakref.ref(a)
+        _pending[id(a)] = weakref.ref(a)
 
 
 def _walk(outs: list) -> tuple[list, list, tuple, bool]:
@@ -165,22 +193,22 @@ def _walk(outs: list) -> tuple[list, list, tuple, bool]:
                     leaves.append(a)
             index[id(r)] = len(order)
             order.append(r)
-            n = r.node
             # a leaf by its shape and dtype (the placeholder's), a record by its position
-            refs = tuple(x if x is not None else (i.shape, i.dtype) for x, i in zip(refs, n.inputs))
-            entries.append((n.op, r.attrs_key, refs, n.shape, n.dtype))
+            refs = tuple(x if x is not None else i for x, i in zip(refs, r.avals))
+            entries.append((r.kind, r.attrs_key, refs, r.shape, r.dtype))
     key = (tuple(entries), tuple(index[id(r)] for r in outs))
     return order, leaves, key, mixed
 
 
 def flush() -> None:
     """Run every pending record whose Array is alive (see the module docstring)."""
-    global _count, _bytes
+    global _count, _bytes, _pending
     with _lock:
-        arrays = [a for a in (w() for w in _pending.values())
-                  if a is not None and a._lazy is not None and a._lazy.buf is None]
-        _pending.clear()
+        waiting, _pending = _pending, {}
         _count = _bytes = 0
+        arrays = [a for a in (w() for w in waiting.values())
+                  if a is not None and a._lazy is not None and a._lazy.buf is None]
+        del waiting
         if not arrays:
             return
         outs = sorted({id(a._lazy): a._lazy for a in arrays}.values(), key=lambda r: r.seq)
@@ -211,7 +239,7 @@ def _run(key, order: list, leaves: list, outs: list, mixed: bool) -> None:
     c = _programs.get(key)
     # a cached program keeps its planned intermediates: only small graphs get one (for
     # large arrays the device's work dominates the operators' host cost anyway)
-    small = sum(r.node.size * r.node.dtype.itemsize for r in order) <= MAX_PENDING_BYTES
+    small = sum(r.nbytes for r in order) <= MAX_PENDING_BYTES
     if c is None and key in _seen and len(order) > 1 and not mixed and small:
         c = _compile(order, outs)
         _programs[key] = c
@@ -234,14 +262,19 @@ def _compile(order: list, outs: list):
     """A Compiled program of the records' graph: the placeholder Inputs (in the order
     `_walk` lists leaves) are its inputs."""
     from .vulkan.compiled import Compiled
-    placeholders = []
+    placeholders, nodes = [], {}
     for r in order:
-        for a, i in zip(r.args, r.node.inputs):
-            if not (type(a) is Pending and a.buf is None):
-                placeholders.append(i)
-    c = Compiled(Graph(placeholders, [r.node for r in outs]))
+        ins = []
+        for a, (shape, dtype) in zip(r.args, r.avals):
+            if type(a) is Pending and a.buf is None:
+                ins.append(nodes[id(a)])
+            else:
+                ins.append(_placeholder(shape, dtype))
+                placeholders.append(ins[-1])
+        nodes[id(r)] = Node(r.kind, ins, r.attrs, shape=r.shape, dtype=r.dtype)
+    c = Compiled(Graph(placeholders, [nodes[id(r)] for r in outs]))
     # an out-of-memory error names the operators, as an eager operator's does
-    c.what = ", ".join(dict.fromkeys(r.node.op.value for r in order))
+    c.what = ", ".join(dict.fromkeys(r.kind.value for r in order))
     return c
 
 
@@ -270,10 +303,10 @@ def _step(order: list, outs: list) -> None:
     keep = {id(r) for r in outs}
     for j, r in enumerate(order):
         operands = []
-        for a, i in zip(r.args, r.node.inputs):
+        for a, (shape, dtype) in zip(r.args, r.avals):
             b = a.buf if type(a) is Pending else a
-            operands.append(Array._concrete(b, i.shape, i.dtype))
-        r.buf = _eager(r.node.op, operands, r.attrs)._buf
+            operands.append(Array._concrete(b, shape, dtype))
+        r.buf = _eager(r.kind, operands, r.attrs)._buf
         del operands
         for a in r.args:
             if type(a) is Pending and last.get(id(a)) == j and id(a) not in keep:
@@ -285,8 +318,8 @@ def realize(rec: Pending):
     if rec.buf is None:
         flush()
         if rec.buf is None:         # not reachable from a registered array: run it alone
-            if rec.node.inputs and not rec.args:
-                raise RuntimeError(f"vkml.lazy: {rec.node.op.value} was dropped by a flush while an "
+            if rec.avals and not rec.args:
+                raise RuntimeError(f"vkml.lazy: {rec.kind.value} was dropped by a flush while an "
                                    f"array still held it (an array not registered with `adopt`)")
             with _lock:
                 order, _, _, _ = _walk([rec])
