@@ -15,6 +15,7 @@ import numpy as np
 from . import lazy
 from .trace import dtypes as dt
 from .trace import tracer
+from .trace.tracer import _state as _tstate
 from .trace.graph import Graph, Node, input_node
 from .trace.ops import OpKind
 from .trace.shapes import size_of
@@ -50,14 +51,15 @@ class Array:
     def _concrete(cls, buf, shape, dtype) -> "Array":
         self = object.__new__(cls)
         self._b, self._lazy, self._trace, self._node = buf, None, None, None
-        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.shape = shape if type(shape) is tuple else tuple(shape)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         return self
 
     @classmethod
-    def _pending(cls, rec, shape, dtype) -> "Array":
+    def _pending(cls, rec, shape: tuple, dtype: np.dtype) -> "Array":
         self = object.__new__(cls)
         self._b, self._lazy, self._trace, self._node = None, rec, None, None
-        self.shape, self.dtype = tuple(shape), dtype
+        self.shape, self.dtype = shape, dtype
         return self
 
     @classmethod
@@ -331,8 +333,9 @@ def bind(kind: OpKind, operands: list, _tag: Any = None, **attrs: Any) -> Array:
     Inside `no_grad()` a traced result is wrapped in StopGradient, so no gradient path
     is recorded through it.
     """
-    t = tracer.current()
-    if t is not None:
+    s = _tstate.stack
+    if s:
+        t = s[-1]
         out = Array._traced(t, t.emit(kind, operands, attrs, _tag))
         if not tracer.grad_enabled() and kind is not OpKind.StopGradient and dt.is_float(out.dtype):
             out = Array._traced(t, t.emit(OpKind.StopGradient, [out], {}, _tag))

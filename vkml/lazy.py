@@ -31,6 +31,7 @@ At most MAX_PENDING nodes wait. Opt-in for now: $VKML_LAZY=1 (or `lazy.ENABLED =
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import threading
 import weakref
@@ -55,21 +56,22 @@ ENABLED = os.environ.get("VKML_LAZY", "0") == "1"
 
 
 class Pending:
-    """A node not run yet: its operator, attributes (and their hashable key), per operand
-    the concrete Buffer or the Pending record it reads and that operand's (shape, dtype),
-    its result's shape and dtype, and, once run, its result buffer. No graph Node is made
-    while it waits (a flush that compiles makes them: `_compile`)."""
-    __slots__ = ("kind", "args", "avals", "attrs", "attrs_key", "shape", "dtype", "buf", "seq")
+    """A node not run yet. key: its signature (operator, attribute key, per operand its
+    (shape, dtype)); out: the signature's (result shape, dtype, bytes); args: per operand
+    the concrete Buffer or the Pending record it reads; attrs: the attributes; buf: once
+    run, its result buffer. No graph Node is made while it waits (a flush that compiles
+    makes them: `_compile`)."""
+    __slots__ = ("key", "out", "args", "attrs", "buf", "seq")
 
-    def __init__(self, kind: OpKind, args: tuple, avals: tuple, attrs: dict, attrs_key,
-                 shape: tuple, dtype, seq: int):
-        self.kind, self.args, self.avals, self.attrs, self.attrs_key = kind, args, avals, attrs, attrs_key
-        self.shape, self.dtype, self.buf = shape, dtype, None
+    def __init__(self, key: tuple, out: tuple, args: tuple, attrs: dict, seq: int):
+        self.key, self.out, self.args, self.attrs, self.buf = key, out, args, attrs, None
         self.seq = seq      # creation order: a flush lists its results so, whatever the set's order
 
-    @property
-    def nbytes(self) -> int:
-        return size_of(self.shape) * self.dtype.itemsize
+    kind = property(lambda self: self.key[0])
+    avals = property(lambda self: self.key[2])
+    shape = property(lambda self: self.out[0])
+    dtype = property(lambda self: self.out[1])
+    nbytes = property(lambda self: size_of(self.out[0]) * self.out[1].itemsize)
 
 
 _lock = threading.RLock()
@@ -124,26 +126,26 @@ def record(kind: OpKind, operands: list, attrs: dict, attrs_key, make_array) -> 
     args, avals = [], []
     for v in operands:
         r = v._lazy
-        if r is not None and r.buf is None:
-            args.append(r)
-        else:
+        if r is None:
             # the buffer itself, not the Array: a Tensor's in-place update replaces its
             # buffer, and the operator reads the value it had now
-            b = v._buf
+            b = v._b
             if type(b) is not Buffer:
                 getattr(b, "nbytes")    # a donated array's stand-in raises DonatedArrayError
             args.append(b)
+        elif r.buf is None:
+            args.append(r)
+        else:
+            args.append(v._buf)
         avals.append((v.shape, v.dtype))
-    avals = tuple(avals)
-    key = (kind, attrs_key, avals)
+    key = (kind, attrs_key, tuple(avals))
     sig = _signatures.get(key)
     if sig is None:
-        sig = _signature(key, kind, avals, attrs)
-    shape, dtype, nbytes = sig
+        sig = _signature(key, kind, key[2], attrs)
+    nbytes = sig[2]
     if nbytes < 0:
         return None
-    rec = Pending(kind, tuple(args), avals, attrs, attrs_key, shape, dtype, next(_seq))
-    out = make_array(rec, shape, dtype)
+    out = make_array(Pending(key, sig, tuple(args), attrs, next(_seq)), sig[0], sig[1])
     _pending[id(out)] = weakref.ref(out)
     _count += 1
     _bytes += nbytes
@@ -167,37 +169,37 @@ def adopt(a) -> None:
 def _walk(outs: list) -> tuple[list, list, tuple, bool]:
     """(records in dependency order, leaf buffers in first-use order, structure key,
     whether an operand is a record run by an earlier flush)."""
-    order, index, leaves = [], {}, []
-    entries, mixed = [], False
-    for root in outs:
-        if id(root) in index:
+    found, stack = {}, list(outs)
+    while stack:
+        r = stack.pop()
+        if id(r) in found:
             continue
-        stack = [(root, False)]
-        while stack:
-            r, ready = stack.pop()
-            if id(r) in index:
-                continue
-            if not ready:
-                stack.append((r, True))
-                stack.extend((a, False) for a in reversed(r.args)
-                             if type(a) is Pending and a.buf is None and id(a) not in index)
-                continue
-            refs = []
-            for a in r.args:
-                if type(a) is Pending and a.buf is None:
+        found[id(r)] = r
+        for a in r.args:
+            if type(a) is Pending and a.buf is None and id(a) not in found:
+                stack.append(a)
+    # a record's operands were made before it: creation order is a dependency order
+    order = sorted(found.values(), key=_by_seq)
+    index = {id(r): i for i, r in enumerate(order)}
+    leaves, entries, mixed = [], [], False
+    for r in order:
+        refs = []
+        for a in r.args:
+            if type(a) is Pending:
+                if a.buf is None:
                     refs.append(index[id(a)])
-                else:
-                    if type(a) is Pending:
-                        mixed, a = True, a.buf
-                    refs.append(None)
-                    leaves.append(a)
-            index[id(r)] = len(order)
-            order.append(r)
-            # a leaf by its shape and dtype (the placeholder's), a record by its position
-            refs = tuple(x if x is not None else i for x, i in zip(refs, r.avals))
-            entries.append((r.kind, r.attrs_key, refs, r.shape, r.dtype))
+                    continue
+                mixed, a = True, a.buf
+            refs.append(None)
+            leaves.append(a)
+        # the signature (the operator, its attributes, the operands' shapes and dtypes)
+        # and which operands are records, by position
+        entries.append((r.key, tuple(refs)))
     key = (tuple(entries), tuple(index[id(r)] for r in outs))
     return order, leaves, key, mixed
+
+
+_by_seq = operator.attrgetter("seq")
 
 
 def flush() -> None:
@@ -239,7 +241,7 @@ def _run(key, order: list, leaves: list, outs: list, mixed: bool) -> None:
     c = _programs.get(key)
     # a cached program keeps its planned intermediates: only small graphs get one (for
     # large arrays the device's work dominates the operators' host cost anyway)
-    small = sum(r.nbytes for r in order) <= MAX_PENDING_BYTES
+    small = sum(r.out[2] for r in order) <= MAX_PENDING_BYTES
     if c is None and key in _seen and len(order) > 1 and not mixed and small:
         c = _compile(order, outs)
         _programs[key] = c
