@@ -314,8 +314,9 @@ def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
         if not req and isinstance(o, Tensor) and o.requires_grad:
             req = True
     out = _array.apply(kind, operands, attrs, Tensor._pending)
-    if type(out) is not Tensor or out._lazy is None or any(out is o for o in operands):
-        out = Tensor._result(out, None, (), False)      # it ran now: a new Tensor of its value
+    if type(out) is not Tensor or out._lazy is None:
+        # it ran now (its value may be an operand's, passed through): a new Tensor of it
+        out = Tensor._result(out, None, (), False)
     # a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad,
     # as in PyTorch: no gradient flows through its values
     if req and tracer.grad_enabled() and dt.is_float(out.dtype):

@@ -64,12 +64,13 @@ def main() -> None:
     w = vkml.Tensor(h, requires_grad=True)
     cases = _cases(vnp, x, y, t, w)
     res = {}
+    default = vkml.lazy.ENABLED
     for lazy in (True, False):
         vkml.lazy.ENABLED = lazy
         for name, c in cases.items():
             f, k = c if isinstance(c, tuple) else (c, 1)
             res[name, lazy] = _median(f, max(a.n // k, 50)) / k
-    vkml.lazy.ENABLED = True
+    vkml.lazy.ENABLED = default
     try:
         import torch
         torch.set_num_threads(1)
