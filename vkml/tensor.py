@@ -319,10 +319,11 @@ def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
         out = Tensor._result(out, None, (), False)
     # a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad,
     # as in PyTorch: no gradient flows through its values
-    if req and tracer.grad_enabled() and dt.is_float(out.dtype):
-        out._tp = Node(kind, [_node_of(o) for o in operands], attrs, shape=out.shape, dtype=out.dtype)
+    if req and out.dtype in dt.FLOATS and tracer.grad_enabled():
+        out._tp = Node(kind, tuple([_node_of(o) for o in operands]), attrs, shape=out.shape,
+                       dtype=out.dtype)
         out._parents, out._is_leaf, out.requires_grad = tuple(operands), False, True
-        out._saved = tuple(getattr(p, "_version", 0) for p in operands)
+        out._saved = tuple([p._version if isinstance(p, Tensor) else 0 for p in operands])
     return out
 
 
