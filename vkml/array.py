@@ -15,6 +15,7 @@ import numpy as np
 from . import lazy
 from .trace import dtypes as dt
 from .trace import tracer
+from .trace.tracer import _state as _tstate
 from .trace.graph import Graph, Node, input_node
 from .trace.ops import OpKind
 from .trace.shapes import size_of
@@ -50,14 +51,15 @@ class Array:
     def _concrete(cls, buf, shape, dtype) -> "Array":
         self = object.__new__(cls)
         self._b, self._lazy, self._trace, self._node = buf, None, None, None
-        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.shape = shape if type(shape) is tuple else tuple(shape)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         return self
 
     @classmethod
-    def _pending(cls, rec, shape, dtype) -> "Array":
+    def _pending(cls, rec, shape: tuple, dtype: np.dtype) -> "Array":
         self = object.__new__(cls)
         self._b, self._lazy, self._trace, self._node = None, rec, None, None
-        self.shape, self.dtype = tuple(shape), dtype
+        self.shape, self.dtype = shape, dtype
         return self
 
     @classmethod
@@ -194,8 +196,11 @@ class Array:
     def _np(self):
         # the operators and methods are vkml.numpy's functions, and vkml.numpy is built on
         # this class: imported at the first use, once both modules exist
-        from . import numpy as vnp
-        return vnp
+        global _vnp
+        if _vnp is None:
+            from . import numpy as vnp
+            _vnp = vnp
+        return _vnp
 
     @property
     def T(self) -> "Array":
@@ -315,6 +320,8 @@ class Array:
     def __invert__(self): return self._np().invert(self)
 
 
+_vnp = None     # vkml.numpy, once `Array._np` has imported it
+
 # set by vkml.tensor: the Tensor class and its recording bind (eager ops on Tensors)
 _tensor_type = None
 _tensor_record = None
@@ -326,26 +333,38 @@ def bind(kind: OpKind, operands: list, _tag: Any = None, **attrs: Any) -> Array:
     Inside `no_grad()` a traced result is wrapped in StopGradient, so no gradient path
     is recorded through it.
     """
-    t = tracer.current()
-    if t is None and _tensor_type is not None and any(isinstance(o, _tensor_type) for o in operands):
-        return _tensor_record(kind, operands, attrs)
-    if t is not None:
+    s = _tstate.stack
+    if s:
+        t = s[-1]
         out = Array._traced(t, t.emit(kind, operands, attrs, _tag))
         if not tracer.grad_enabled() and kind is not OpKind.StopGradient and dt.is_float(out.dtype):
             out = Array._traced(t, t.emit(OpKind.StopGradient, [out], {}, _tag))
         return out
-    for i, v in enumerate(operands):
+    for o in operands:
+        if type(o) is not Array and _tensor_type is not None and isinstance(o, _tensor_type):
+            return _tensor_record(kind, operands, attrs)
+    return apply(kind, operands, attrs)
+
+
+def apply(kind: OpKind, operands: list, attrs: dict, make=Array._pending) -> Array:
+    """bind() outside any transform, recording nothing on a Tensor's tape: the result
+    waits (`vkml.lazy`; make(record, shape, dtype) builds its array) or runs now."""
+    for v in operands:
         if v._trace is not None:
+            i = next(i for i, o in enumerate(operands) if o is v)
             raise tracer.LeakedTracerError(
                 f"{kind.value}: operand {i} is a value traced inside a transform that has returned; "
                 f"return it from the transformed function instead")
     if lazy.ENABLED:
-        try:
-            akey = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
-        except TypeError:      # an attribute holding an array: run now
-            akey = None
+        if not attrs:
+            akey = ()
+        else:
+            try:
+                akey = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+            except TypeError:      # an attribute holding an array: run now
+                akey = None
         if akey is not None:
-            out = lazy.record(kind, operands, attrs, akey, Array._pending)
+            out = lazy.record(kind, operands, attrs, akey, make)
             if out is not None:
                 return out
     return _eager(kind, operands, attrs)

@@ -251,6 +251,9 @@ class Jitted:
         if donated:   # an array also passed undonated in the same call is not given up
             undonated = {id(l._buf) for i, l in enumerate(leaves) if i not in donated}
             donated = {i for i in donated if id(leaves[i]._buf) not in undonated}
+            # nor a buffer eager operators share (a cached Python scalar's)
+            from .numpy import _shared_buffer
+            donated = {i for i in donated if not _shared_buffer(leaves[i]._buf)}
         res = run_compiled(compiled, leaves, donated)
         for i in donated:
             if all(r is not leaves[i] for r in res):

@@ -18,19 +18,26 @@ pending record whose Array is still alive, as one graph:
 
 Operators that may raise from the device (int32 overflow checks, `vkml.debug` index
 checks), and attributes that hold arrays, run at once, so their errors stay at their line.
-At most MAX_PENDING nodes wait. Opt-in for now: $VKML_LAZY=1 (or `lazy.ENABLED = True`).
+At most MAX_PENDING nodes wait. On by default; $VKML_LAZY=0 (or `lazy.ENABLED = False`)
+runs every eager operator at once.
+
+An operator's host cost is kept small (a few microseconds, as a PyTorch CPU operator's) by
+checking each signature (operator, attributes, operand shapes and dtypes) once: its result
+shape and dtype, and whether it may wait, are memoised; a waiting record is a `Pending`,
+not a graph Node.
 
 >>> import vkml.numpy as vnp, vkml.lazy
->>> vkml.lazy.ENABLED = True
+>>> was, vkml.lazy.ENABLED = vkml.lazy.ENABLED, True
 >>> x = vnp.arange(4.0)
 >>> y = (x * 2.0 + 1.0).sum()     # recorded, not run
 >>> is_pending(y), float(y), is_pending(y)
 (True, 16.0, False)
->>> vkml.lazy.ENABLED = False
+>>> vkml.lazy.ENABLED = was
 """
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import threading
 import weakref
@@ -40,6 +47,7 @@ from typing import Any
 from .trace import dtypes as dt
 from .trace.graph import Graph, Node
 from .trace.ops import OpKind
+from .trace.shapes import size_of
 from .vulkan.memory import Buffer
 
 MAX_PENDING = 512       # nodes waiting before a flush (bounds the graph and what it holds)
@@ -48,24 +56,33 @@ MAX_PENDING = 512       # nodes waiting before a flush (bounds the graph and wha
 MAX_PENDING_BYTES = 64 << 20
 LARGE_BYTES = 4 << 20   # an operator with a larger result runs at once (`lazy_ok`)
 PROGRAMS_KEPT = 64      # compiled flush programs kept (least recently used dropped)
-# off by default for now: with it on, memory freed by an out-of-memory test came back only
-# after the next flush (tests/vulkan/test_resources.py); $VKML_LAZY=1 turns it on
-ENABLED = os.environ.get("VKML_LAZY", "0") == "1"
+# $VKML_LAZY=0 turns it off (every eager operator runs at once)
+ENABLED = os.environ.get("VKML_LAZY", "1") != "0"
 
 
 class Pending:
-    """A node not run yet: its graph Node (whose inputs are placeholder Inputs for the
-    concrete operands and other records' nodes), per node input the operand's Buffer or
-    its Pending record, and, once run, its result buffer."""
-    __slots__ = ("node", "args", "attrs", "attrs_key", "buf", "seq")
+    """A node not run yet. key: its signature (operator, attribute key, per operand its
+    (shape, dtype)); out: the signature's (result shape, dtype, bytes); args: per operand
+    the concrete Buffer or the Pending record it reads; attrs: the attributes; buf: once
+    run, its result buffer. No graph Node is made while it waits (a flush that compiles
+    makes them: `_compile`)."""
+    __slots__ = ("key", "out", "args", "attrs", "buf", "seq")
 
-    def __init__(self, node: Node, args: tuple, attrs: dict, attrs_key, seq: int):
-        self.node, self.args, self.attrs, self.attrs_key, self.buf = node, args, attrs, attrs_key, None
+    def __init__(self, key: tuple, out: tuple, args: tuple, attrs: dict, seq: int):
+        self.key, self.out, self.args, self.attrs, self.buf = key, out, args, attrs, None
         self.seq = seq      # creation order: a flush lists its results so, whatever the set's order
+
+    kind = property(lambda self: self.key[0])
+    avals = property(lambda self: self.key[2])
+    shape = property(lambda self: self.out[0])
+    dtype = property(lambda self: self.out[1])
+    nbytes = property(lambda self: size_of(self.out[0]) * self.out[1].itemsize)
 
 
 _lock = threading.RLock()
-# Arrays whose records wait, by id (a WeakSet would compare Tensors with their elementwise ==)
+# Arrays whose records wait, by id (a WeakSet would compare Tensors with their elementwise ==).
+# `record` adds to it without the lock (a dict store is atomic): a record that a concurrent
+# flush misses is run alone when read (`realize`)
 _pending: dict = {}
 _count = 0                                          # records made since the last flush
 _bytes = 0                                          # ... and their result bytes
@@ -73,6 +90,11 @@ _seq = itertools.count()
 _seen: OrderedDict = OrderedDict()                  # structure key -> None (seen once)
 _programs: OrderedDict = OrderedDict()              # structure key -> Compiled
 stats = {"flushes": 0, "replayed": 0, "stepped": 0, "compiled": 0}
+# (operator, attribute key, operand shapes and dtypes) -> (result shape, dtype, result bytes,
+# or -1 where the operator must run at once): the registry's checks run once per signature
+# (a signature that fails them raises each time and is not kept)
+_signatures: dict = {}
+SIGNATURES_KEPT = 4096
 
 
 def is_pending(a) -> bool:
@@ -90,35 +112,49 @@ def lazy_ok(kind: OpKind, node: Node) -> bool:
     return node.size * node.dtype.itemsize <= LARGE_BYTES
 
 
+def _signature(key: tuple, kind: OpKind, avals: tuple, attrs: dict) -> tuple:
+    """The memo entry of `_signatures` for key, checking the operator as a graph Node does
+    (shape and dtype errors raise here, at the user's line)."""
+    node = Node(kind, [_placeholder(s, d) for s, d in avals], attrs)
+    nbytes = node.size * node.dtype.itemsize if lazy_ok(kind, node) else -1
+    sig = (node.shape, node.dtype, nbytes)
+    if len(_signatures) >= SIGNATURES_KEPT:
+        _signatures.clear()
+    _signatures[key] = sig
+    return sig
+
+
 def record(kind: OpKind, operands: list, attrs: dict, attrs_key, make_array) -> Any:
     """The pending result of an eager operator, or None where it must run now (the
     caller runs it). make_array(record, shape, dtype) builds the result Array."""
     global _count, _bytes
-    ins, args = [], []
+    args, avals = [], []
     for v in operands:
         r = v._lazy
-        if r is not None and r.buf is None:
-            ins.append(r.node)
-            args.append(r)
-        else:
+        if r is None:
             # the buffer itself, not the Array: a Tensor's in-place update replaces its
             # buffer, and the operator reads the value it had now
-            b = v._buf
+            b = v._b
             if type(b) is not Buffer:
                 getattr(b, "nbytes")    # a donated array's stand-in raises DonatedArrayError
-            ins.append(_placeholder(v.shape, v.dtype))
             args.append(b)
-    node = Node(kind, ins, attrs)       # shape and dtype checks: errors raise here
-    if not lazy_ok(kind, node):
+        elif r.buf is None:
+            args.append(r)
+        else:
+            args.append(v._buf)
+        avals.append((v.shape, v.dtype))
+    key = (kind, attrs_key, tuple(avals))
+    sig = _signatures.get(key)
+    if sig is None:
+        sig = _signature(key, kind, key[2], attrs)
+    nbytes = sig[2]
+    if nbytes < 0:
         return None
-    rec = Pending(node, tuple(args), attrs, attrs_key, next(_seq))
-    out = make_array(rec, node.shape, node.dtype)
-    with _lock:
-        _pending[id(out)] = weakref.ref(out)
-        _count += 1
-        _bytes += node.size * node.dtype.itemsize
-        full = _count >= MAX_PENDING or _bytes >= MAX_PENDING_BYTES
-    if full:
+    out = make_array(Pending(key, sig, tuple(args), attrs, next(_seq)), sig[0], sig[1])
+    _pending[id(out)] = weakref.ref(out)
+    _count += 1
+    _bytes += nbytes
+    if _count >= MAX_PENDING or _bytes >= MAX_PENDING_BYTES:
         flush()
     return out
 
@@ -132,55 +168,54 @@ def adopt(a) -> None:
     """Register array a as holding a pending record it took from another (a Tensor made
     from an Array's value), so a flush computes it."""
     if a._lazy is not None and a._lazy.buf is None:
-        with _lock:
-            _pending[id(a)] = weakref.ref(a)
+        _pending[id(a)] = weakref.ref(a)
 
 
 def _walk(outs: list) -> tuple[list, list, tuple, bool]:
     """(records in dependency order, leaf buffers in first-use order, structure key,
     whether an operand is a record run by an earlier flush)."""
-    order, index, leaves = [], {}, []
-    entries, mixed = [], False
-    for root in outs:
-        if id(root) in index:
+    found, stack = {}, list(outs)
+    while stack:
+        r = stack.pop()
+        if id(r) in found:
             continue
-        stack = [(root, False)]
-        while stack:
-            r, ready = stack.pop()
-            if id(r) in index:
-                continue
-            if not ready:
-                stack.append((r, True))
-                stack.extend((a, False) for a in reversed(r.args)
-                             if type(a) is Pending and a.buf is None and id(a) not in index)
-                continue
-            refs = []
-            for a in r.args:
-                if type(a) is Pending and a.buf is None:
+        found[id(r)] = r
+        for a in r.args:
+            if type(a) is Pending and a.buf is None and id(a) not in found:
+                stack.append(a)
+    # a record's operands were made before it: creation order is a dependency order
+    order = sorted(found.values(), key=_by_seq)
+    index = {id(r): i for i, r in enumerate(order)}
+    leaves, entries, mixed = [], [], False
+    for r in order:
+        refs = []
+        for a in r.args:
+            if type(a) is Pending:
+                if a.buf is None:
                     refs.append(index[id(a)])
-                else:
-                    if type(a) is Pending:
-                        mixed, a = True, a.buf
-                    refs.append(None)
-                    leaves.append(a)
-            index[id(r)] = len(order)
-            order.append(r)
-            n = r.node
-            # a leaf by its shape and dtype (the placeholder's), a record by its position
-            refs = tuple(x if x is not None else (i.shape, i.dtype) for x, i in zip(refs, n.inputs))
-            entries.append((n.op, r.attrs_key, refs, n.shape, n.dtype))
+                    continue
+                mixed, a = True, a.buf
+            refs.append(None)
+            leaves.append(a)
+        # the signature (the operator, its attributes, the operands' shapes and dtypes)
+        # and which operands are records, by position
+        entries.append((r.key, tuple(refs)))
     key = (tuple(entries), tuple(index[id(r)] for r in outs))
     return order, leaves, key, mixed
 
 
+_by_seq = operator.attrgetter("seq")
+
+
 def flush() -> None:
     """Run every pending record whose Array is alive (see the module docstring)."""
-    global _count, _bytes
+    global _count, _bytes, _pending
     with _lock:
-        arrays = [a for a in (w() for w in _pending.values())
-                  if a is not None and a._lazy is not None and a._lazy.buf is None]
-        _pending.clear()
+        waiting, _pending = _pending, {}
         _count = _bytes = 0
+        arrays = [a for a in (w() for w in waiting.values())
+                  if a is not None and a._lazy is not None and a._lazy.buf is None]
+        del waiting
         if not arrays:
             return
         outs = sorted({id(a._lazy): a._lazy for a in arrays}.values(), key=lambda r: r.seq)
@@ -211,7 +246,7 @@ def _run(key, order: list, leaves: list, outs: list, mixed: bool) -> None:
     c = _programs.get(key)
     # a cached program keeps its planned intermediates: only small graphs get one (for
     # large arrays the device's work dominates the operators' host cost anyway)
-    small = sum(r.node.size * r.node.dtype.itemsize for r in order) <= MAX_PENDING_BYTES
+    small = sum(r.out[2] for r in order) <= MAX_PENDING_BYTES
     if c is None and key in _seen and len(order) > 1 and not mixed and small:
         c = _compile(order, outs)
         _programs[key] = c
@@ -234,14 +269,19 @@ def _compile(order: list, outs: list):
     """A Compiled program of the records' graph: the placeholder Inputs (in the order
     `_walk` lists leaves) are its inputs."""
     from .vulkan.compiled import Compiled
-    placeholders = []
+    placeholders, nodes = [], {}
     for r in order:
-        for a, i in zip(r.args, r.node.inputs):
-            if not (type(a) is Pending and a.buf is None):
-                placeholders.append(i)
-    c = Compiled(Graph(placeholders, [r.node for r in outs]))
+        ins = []
+        for a, (shape, dtype) in zip(r.args, r.avals):
+            if type(a) is Pending and a.buf is None:
+                ins.append(nodes[id(a)])
+            else:
+                ins.append(_placeholder(shape, dtype))
+                placeholders.append(ins[-1])
+        nodes[id(r)] = Node(r.kind, ins, r.attrs, shape=r.shape, dtype=r.dtype)
+    c = Compiled(Graph(placeholders, [nodes[id(r)] for r in outs]))
     # an out-of-memory error names the operators, as an eager operator's does
-    c.what = ", ".join(dict.fromkeys(r.node.op.value for r in order))
+    c.what = ", ".join(dict.fromkeys(r.kind.value for r in order))
     return c
 
 
@@ -270,10 +310,10 @@ def _step(order: list, outs: list) -> None:
     keep = {id(r) for r in outs}
     for j, r in enumerate(order):
         operands = []
-        for a, i in zip(r.args, r.node.inputs):
+        for a, (shape, dtype) in zip(r.args, r.avals):
             b = a.buf if type(a) is Pending else a
-            operands.append(Array._concrete(b, i.shape, i.dtype))
-        r.buf = _eager(r.node.op, operands, r.attrs)._buf
+            operands.append(Array._concrete(b, shape, dtype))
+        r.buf = _eager(r.kind, operands, r.attrs)._buf
         del operands
         for a in r.args:
             if type(a) is Pending and last.get(id(a)) == j and id(a) not in keep:
@@ -285,8 +325,8 @@ def realize(rec: Pending):
     if rec.buf is None:
         flush()
         if rec.buf is None:         # not reachable from a registered array: run it alone
-            if rec.node.inputs and not rec.args:
-                raise RuntimeError(f"vkml.lazy: {rec.node.op.value} was dropped by a flush while an "
+            if rec.avals and not rec.args:
+                raise RuntimeError(f"vkml.lazy: {rec.kind.value} was dropped by a flush while an "
                                    f"array still held it (an array not registered with `adopt`)")
             with _lock:
                 order, _, _, _ = _walk([rec])

@@ -312,6 +312,21 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype=float32) -> Array:
 
 def _operands(name: str, *xs):
     """Arrays of one common dtype (Python scalars weakly typed) for an n-ary op."""
+    d = None
+    for x in xs:        # the common case first: arrays of one dtype
+        if not isinstance(x, Array) or (d is not None and x.dtype is not d and x.dtype != d):
+            break
+        d = x.dtype
+    else:
+        return list(xs), d
+    if len(xs) == 2:    # then an array and a Python scalar
+        a, b = xs
+        if type(b) in _WEAK_TYPES and isinstance(a, Array):
+            d = _weak_promotion(a.dtype, type(b))
+            return [a if a.dtype == d else a.astype(d), _scalar_operand(b, d)], d
+        if type(a) in _WEAK_TYPES and isinstance(b, Array):
+            d = _weak_promotion(b.dtype, type(a))
+            return [_scalar_operand(a, d), b if b.dtype == d else b.astype(d)], d
     strong, weak = [], []
     for x in xs:
         if isinstance(x, Array):
@@ -327,11 +342,57 @@ def _operands(name: str, *xs):
     def conv(x):
         if isinstance(x, Array):
             return x if x.dtype == d else x.astype(d)
-        if (isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic)
-                and _tracer.current() is not None):
-            return full((), x, d)   # traced: a foldable Full node rather than a captured upload
+        if isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic):
+            return _scalar_operand(x, d)
         return asarray(x, d)        # eager: a host write into mapped memory, no submission
     return [conv(x) for x in xs], d
+
+
+_WEAK_TYPES = (bool, int, float)
+_WEAK_PROMOTIONS: dict = {}
+
+
+def _weak_promotion(d, t: type):
+    """promote_weak([d], [t]), memoised."""
+    r = _WEAK_PROMOTIONS.get((d, t))
+    if r is None:
+        r = _WEAK_PROMOTIONS[d, t] = dt.promote_weak([d], [t])
+    return r
+
+
+def _scalar_operand(x, d) -> Array:
+    """A Python scalar operand as an array of dtype d."""
+    if _tracer.current() is not None:
+        return full((), x, d)   # traced: a foldable Full node rather than a captured upload
+    return _weak_scalar(x, d)   # eager: a host write into mapped memory, no submission
+
+
+# (type, value, dtype) -> the device Buffer of an eager operator's Python scalar operand:
+# `x * 2` in an eager loop uploads its 2 once. Each use gets an Array of its own; the buffer
+# is never written again (jit does not take it as a donated argument: `_shared_buffer`).
+_SCALARS: dict = {}
+_SCALARS_KEPT = 1024
+
+
+def _weak_scalar(x, d) -> Array:
+    if x != x:          # nan: no key finds it again
+        return asarray(x, d)
+    # 0.0 and -0.0 are equal keys of different values
+    key = (type(x), x, d, math.copysign(1.0, x) if type(x) is float else 0)
+    buf = _SCALARS.get(key)
+    if buf is None:
+        a = asarray(x, d)
+        if len(_SCALARS) >= _SCALARS_KEPT:
+            _SCALARS.clear()
+        _SCALARS[key] = a._buf
+        return a
+    return Array._concrete(buf, (), d)
+
+
+def _shared_buffer(buf) -> bool:
+    """Whether buf is one that eager operators share (a cached Python scalar's), which a
+    jitted call must not take over as a donated argument."""
+    return _b.any(b is buf for b in _SCALARS.values())
 
 
 # oracles for the generated functions NumPy has no function of the same name for

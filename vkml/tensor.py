@@ -51,7 +51,9 @@ class Tensor(TensorMethods, Array):
     """
     # _version counts in-place changes; _saved holds each parent's _version when this
     # tensor was recorded, so backward() refuses values changed since (as torch does)
-    __slots__ = ("requires_grad", "grad", "_tape", "_parents", "_is_leaf", "_version", "_saved")
+    # _tp: the tensor's node on the tape (`_tape`), made when first asked for where the
+    # tensor has no history (most eager results are never a backward's operand)
+    __slots__ = ("requires_grad", "grad", "_tp", "_parents", "_is_leaf", "_version", "_saved")
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None):
         a = vnp.asarray(data, dtype)
@@ -64,7 +66,7 @@ class Tensor(TensorMethods, Array):
             raise DTypeError(f"Tensor: only float tensors can require gradients, got {self.dtype}")
         self.requires_grad = bool(requires_grad)
         self.grad = None
-        self._tape = input_node(self.shape, self.dtype, -1)
+        self._tp = None
         self._parents = ()
         self._is_leaf = True
         self._version, self._saved = 0, ()
@@ -76,12 +78,29 @@ class Tensor(TensorMethods, Array):
         t._take(value)
         t.shape, t.dtype = value.shape, value.dtype
         t.requires_grad, t.grad = requires_grad, None
-        if node is None:
-            node = input_node(t.shape, t.dtype, -1)
-        t._tape, t._parents, t._is_leaf = node, parents, not requires_grad
+        t._tp, t._parents, t._is_leaf = node, parents, not requires_grad
         t._version = 0
-        t._saved = tuple(getattr(p, "_version", 0) for p in parents)
+        t._saved = tuple(getattr(p, "_version", 0) for p in parents) if parents else ()
         return t
+
+    @classmethod
+    def _pending(cls, rec, shape, dtype) -> "Tensor":
+        """A Tensor holding an eager operator's pending record (`vkml.lazy`), no history
+        yet (`record` gives it its node)."""
+        t = object.__new__(cls)
+        t._b, t._lazy, t._trace, t._node = None, rec, None, None
+        t.shape, t.dtype = shape, dtype
+        t.requires_grad, t.grad, t._tp, t._parents, t._is_leaf = False, None, None, (), True
+        t._version, t._saved = 0, ()
+        return t
+
+    @property
+    def _tape(self) -> Node:
+        """The tensor's node on the tape: its operator's, or an Input for a leaf."""
+        n = self._tp
+        if n is None:
+            n = self._tp = input_node(self.shape, self.dtype, -1)
+        return n
 
     @classmethod
     def _undefined(cls, shape=(), dtype=np.float32) -> "Tensor":
@@ -91,7 +110,7 @@ class Tensor(TensorMethods, Array):
         t.shape, t.dtype = tuple(shape), np.dtype(dtype)
         t.requires_grad, t.grad, t._parents, t._is_leaf = False, None, (), True
         t._version, t._saved = 0, ()
-        t._tape = input_node(t.shape, t.dtype, -1)
+        t._tp = None
         return t
 
     # ---------------------------------------------------------------- PyTorch face
@@ -281,23 +300,31 @@ class no_record:
 def _node_of(v) -> Node:
     if isinstance(v, Tensor):
         return v._tape
-    return Node(OpKind.Const, (), {"shape": v.shape, "dtype": v.dtype, "value": v})
+    return Node(OpKind.Const, (), {"shape": v.shape, "dtype": v.dtype, "value": v},
+                shape=v.shape, dtype=v.dtype)
 
 
 def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
-    """bind() for eager operations with Tensor operands: compute now, record the node."""
-    plain = [o.data if isinstance(o, Tensor) else o for o in operands]
-    if any(not o._defined for o in plain):
-        raise UndefinedTensorError(f"{kind.value}: an operand tensor is undefined")
-    out = bind(kind, plain, **attrs)
+    """bind() for eager operations with Tensor operands: compute now (or let it wait,
+    `vkml.lazy`), record the node."""
+    req = False
+    for o in operands:
+        if not o._defined:
+            raise UndefinedTensorError(f"{kind.value}: an operand tensor is undefined")
+        if not req and isinstance(o, Tensor) and o.requires_grad:
+            req = True
+    out = _array.apply(kind, operands, attrs, Tensor._pending)
+    if type(out) is not Tensor or out._lazy is None:
+        # it ran now (its value may be an operand's, passed through): a new Tensor of it
+        out = Tensor._result(out, None, (), False)
     # a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad,
     # as in PyTorch: no gradient flows through its values
-    req = (tracer.grad_enabled() and dt.is_float(out.dtype)
-           and any(isinstance(o, Tensor) and o.requires_grad for o in operands))
-    if not req:
-        return Tensor._result(out, None, (), False)
-    node = Node(kind, [_node_of(o) for o in operands], attrs, shape=out.shape, dtype=out.dtype)
-    return Tensor._result(out, node, tuple(operands), True)
+    if req and out.dtype in dt.FLOATS and tracer.grad_enabled():
+        out._tp = Node(kind, tuple([_node_of(o) for o in operands]), attrs, shape=out.shape,
+                       dtype=out.dtype)
+        out._parents, out._is_leaf, out.requires_grad = tuple(operands), False, True
+        out._saved = tuple([p._version if isinstance(p, Tensor) else 0 for p in operands])
+    return out
 
 
 _array._tensor_type = Tensor

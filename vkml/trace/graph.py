@@ -43,15 +43,17 @@ class Node:
         attrs = dict(attrs)
         if shape is None:
             shape, dtype = infer(op, [i.shape for i in inputs], [i.dtype for i in inputs], attrs)
-        object.__setattr__(self, "op", op)
-        object.__setattr__(self, "inputs", tuple(inputs))
-        object.__setattr__(self, "attrs", attrs)
-        object.__setattr__(self, "shape", tuple(shape))
-        object.__setattr__(self, "dtype", np.dtype(dtype))
-        object.__setattr__(self, "id", next(_ids))
+        # through the slots' descriptors (__setattr__ refuses): cheaper than
+        # object.__setattr__ by name, and every traced or recorded operator makes a Node
+        _set_op(self, op)
+        _set_inputs(self, inputs if type(inputs) is tuple else tuple(inputs))
+        _set_attrs(self, attrs)
+        _set_shape(self, shape if type(shape) is tuple else tuple(shape))
+        _set_dtype(self, dtype if isinstance(dtype, np.dtype) else np.dtype(dtype))
+        _set_id(self, next(_ids))
         # tag marks provenance that transforms must respect (e.g. a checkpoint region)
-        object.__setattr__(self, "tag", tag)
-        object.__setattr__(self, "_key", None)
+        _set_tag(self, tag)
+        _set_key(self, None)
 
     def __setattr__(self, k, v):
         raise AttributeError("Node is immutable")
@@ -73,6 +75,10 @@ class Node:
                       for k, v in self.attrs.items() if k not in ("value",))
         ins = ", ".join(f"%{i.id}" for i in self.inputs)
         return f"%{self.id} = {self.op.value}({ins}{', ' if ins and a else ''}{a}) : {self.dtype}{list(self.shape)}"
+
+
+_set_op, _set_inputs, _set_attrs, _set_shape, _set_dtype, _set_id, _set_tag, _set_key = (
+    getattr(Node, k).__set__ for k in Node.__slots__)
 
 
 def input_node(shape: Sequence[int], dtype, index: int) -> Node:

@@ -19,6 +19,9 @@ from .shapes import ShapeError, broadcast_shapes, conv_out, normalize_axes, size
 
 class OpKind(enum.Enum):
     """Every operator a graph can hold."""
+    # members are singletons compared by identity: hash them so too (Enum's hashes the
+    # name in Python, a measurable part of every cache lookup keyed by an operator)
+    __hash__ = object.__hash__
     # leaves and creation
     Input = "Input"; Const = "Const"; Full = "Full"; Arange = "Arange"; Rand = "Rand"
     # unary

@@ -19,25 +19,30 @@ from typing import Any, Iterator, Sequence
 from .graph import Graph, Node, input_node
 from .ops import OpKind
 
-_state = threading.local()
+class _State(threading.local):
+    """Per thread: the active traces (innermost last) and the no_grad flag."""
+
+    def __init__(self):
+        self.stack: list = []
+        self.grad_enabled = True
+
+
+_state = _State()
 
 
 def _stack() -> list["Trace"]:
-    s = getattr(_state, "stack", None)
-    if s is None:
-        s = _state.stack = []
-    return s
+    return _state.stack
 
 
 def current() -> "Trace | None":
     """The innermost active trace, or None when running eagerly."""
-    s = _stack()
+    s = _state.stack
     return s[-1] if s else None
 
 
 def grad_enabled() -> bool:
     """False inside `vkml.no_grad()`: ops then record no gradient path."""
-    return getattr(_state, "grad_enabled", True)
+    return _state.grad_enabled
 
 
 def set_grad_enabled(flag: bool) -> bool:
