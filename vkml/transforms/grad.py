@@ -12,7 +12,7 @@ from typing import Sequence
 from ..trace import dtypes as dt
 from ..trace.dtypes import DTypeError
 from ..trace.graph import Node, toposort
-from ..trace.ops import SPECS, Grad, OpKind
+from ..trace.ops import LOOPS, SPECS, Grad, OpKind
 from . import checkpoint as _ckpt
 from .custom import CustomRegions
 from .expr import E, full
@@ -27,7 +27,7 @@ def _requires(order: list[Node], wrt_ids: set[int]) -> set[int]:
     """Float nodes that depend on a node being differentiated."""
     req = set()
     for n in order:
-        if not dt.is_float(n.dtype) and n.op is not OpKind.Scan:   # a Scan: its Parts' token
+        if not dt.is_float(n.dtype) and n.op not in LOOPS:   # a loop: its Parts' token
             continue
         if n.id in wrt_ids or any(i.id in req for i in n.inputs):
             req.add(n.id)
@@ -78,11 +78,11 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
                 d = part_ct.setdefault(n.inputs[0].id, {})
                 k = n.attrs["index"]
                 d[k] = g if k not in d else d[k] + g
-        elif n.op is OpKind.Scan:
+        elif n.op in LOOPS:
             gs = part_ct.pop(n.id, None)
             if gs:
-                from .control import scan_vjp
-                for inp, c in zip(n.inputs, scan_vjp(n, gs)):
+                from .control import scan_vjp, while_vjp
+                for inp, c in zip(n.inputs, (scan_vjp if n.op is OpKind.Scan else while_vjp)(n, gs)):
                     if c is not None and inp.id in req:
                         give(inp, c)
         elif (g is not None and not (n.id in wrt_ids and n.op is OpKind.Input)
