@@ -29,6 +29,9 @@ def _fresh(nodes, shapes=None) -> list[Node]:
     return [input_node(n.shape if shapes is None else shapes[k], n.dtype, k) for k, n in enumerate(nodes)]
 
 
+HOIST = True
+
+
 def scan_vjp(n: Node, cts: dict[int, E]) -> list:
     """Cotangents of a Scan's operands (None where none flows) from those of its results
     (index -> E; missing results have none)."""
@@ -66,23 +69,55 @@ def scan_vjp(n: Node, cts: dict[int, E]) -> list:
     wrt = [b_carry[k] for k in fk] + [b_consts[k] for k in fc] + [b_xs[k] for k in fx]
     g = backward(roots, seeds, wrt, keep) if roots else [zeros(w.shape, w.dtype) for w in wrt]
     g_c, g_k, g_x = g[:len(fk)], g[len(fk):len(fk) + len(fc)], g[len(fk) + len(fc):]
-    new_acc = [Node(K.Add, [s, d], {}) for s, d in zip(acc, g_k)]
-    vjp_body = Graph(b_consts + ct_c + acc + b_carry + b_xs + ct_y, g_c + new_acc + g_x)
+    # A constant's cotangent of the form a_t^T q_t (a weight's, from x @ W in the body)
+    # is not accumulated step by step: a and q are stacked and the sum over the steps is
+    # one matmul after the loop (a contraction over T * batch rows instead of T small
+    # matmuls, T adds and T copies of the accumulator). a read from the saved carries or
+    # the scanned slices is taken from those stacked arrays as they are.
+    stacked_in = {b.id: v for b, v in zip(b_carry + b_xs, saved + xs)}
+    hoist = {i: _outer(gk) for i, gk in enumerate(g_k)} if HOIST else {}
+    hoist = {i: h for i, h in hoist.items() if h is not None}
+    keep_acc = [i for i in range(len(fc)) if i not in hoist]
+    extra = []                      # step outputs the hoisted sums read
+    for i in hoist:
+        for v in hoist[i]:
+            if v.id not in stacked_in and all(v is not e for e in extra):
+                extra.append(v)
+    new_acc = [Node(K.Add, [acc[i], g_k[i]], {}) for i in keep_acc]
+    acc = [acc[i] for i in keep_acc]
+    vjp_body = Graph(b_consts + ct_c + acc + b_carry + b_xs + ct_y, g_c + new_acc + g_x + extra)
     vjp_body.keep = []
     rk = len(ct_c) + len(acc)
     rev = normalized(vjp_body, nc, rk)
     ct_final = [cts[k].n if k in cts else zeros(init[k].shape, init[k].dtype) for k in fk]
     stacked = [cts[j].n for j in fy]
-    operands = consts + ct_final + [zeros(consts[k].shape, consts[k].dtype) for k in fc] + saved + xs + stacked
+    operands = (consts + ct_final + [zeros(consts[fc[i]].shape, consts[fc[i]].dtype) for i in keep_acc]
+                + saved + xs + stacked)
     parts = scan_nodes(with_saved(rev, nc, rk), operands, T, not a["reverse"], nc, rk, True)
     out: list = [None] * len(ins)
     for i, k in enumerate(fk):
         out[nc + k] = E(parts[i])
-    for i, k in enumerate(fc):
-        out[k] = E(parts[len(fk) + i])
+    for j, i in enumerate(keep_acc):
+        out[fc[i]] = E(parts[len(fk) + j])
     for i, k in enumerate(fx):
         out[nc + nk + k] = E(parts[rk + i])
+    at = {v.id: parts[rk + len(fx) + j] for j, v in enumerate(extra)}
+    for i, (pa, q) in hoist.items():
+        A, Q = (stacked_in.get(v.id) or at[v.id] for v in (pa, q))
+        A = Node(K.Reshape, [A], {"shape": (T * pa.shape[0], pa.shape[1])})
+        Q = Node(K.Reshape, [Q], {"shape": (T * q.shape[0], q.shape[1])})
+        out[fc[i]] = E(Node(K.MatMul, [Node(K.Permute, [A], {"perm": (1, 0)}), Q], {}))
     return out
+
+
+def _outer(g: Node):
+    """(a, q) where g is MatMul(Permute(a, (1, 0)), q) of 2-D per-step values, else None."""
+    if g.op is not K.MatMul or len(g.shape) != 2:
+        return None
+    p, q = g.inputs
+    if p.op is not K.Permute or tuple(p.attrs["perm"]) != (1, 0) or len(q.shape) != 2:
+        return None
+    return p.inputs[0], q
 
 
 # --------------------------------------------------------------------------- while
