@@ -34,6 +34,20 @@ def _requires(order: list[Node], wrt_ids: set[int]) -> set[int]:
     return req
 
 
+def _piece(n: Node):
+    """(axis, [(start, stop, value)]) for a SliceBackward of a unit-step slice along one
+    axis, else None."""
+    if n.op is not OpKind.SliceBackward or n.dtype != n.inputs[0].dtype:
+        return None
+    a = n.attrs
+    cut = [i for i, (b, e, st, d) in enumerate(zip(a["starts"], a["stops"], a["steps"], a["shape"]))
+           if (b, e, st) != (0, d, 1)]
+    if len(cut) != 1 or a["steps"][cut[0]] != 1:
+        return None
+    ax = cut[0]
+    return ax, [(a["starts"][ax], a["stops"][ax], n.inputs[0])]
+
+
 def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
              keep: Sequence[Node] = ()) -> list[Node]:
     """Cotangents of sum_k <seeds[k], roots[k]> with respect to each node of wrt.
@@ -59,10 +73,28 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
     req = _requires(order, wrt_ids)
     ct: dict[int, E] = {}
 
+    pieces: dict[int, tuple] = {}     # an accumulated cotangent -> its disjoint slices
+
     def give(node: Node, c: E) -> None:
         if c.shape != node.shape:
             raise AssertionError(f"rule for a consumer of {node} produced shape {c.shape}")
-        ct[node.id] = c if node.id not in ct else ct[node.id] + c
+        if node.id not in ct:
+            ct[node.id] = c
+            return
+        old = ct[node.id]
+        pa, pb = pieces.get(old.n.id) or _piece(old.n), pieces.get(c.n.id) or _piece(c.n)
+        s = old + c
+        if pa and pb and pa[0] == pb[0]:
+            # the cotangents of slices (a split's parts) that tile the axis: one Concat
+            # instead of zero-filled SliceBackwards summed
+            ax, parts = pa[0], sorted(pa[1] + pb[1], key=lambda p: p[0])
+            if all(p[1] <= q[0] for p, q in zip(parts, parts[1:])):
+                if parts[0][0] == 0 and parts[-1][1] == node.shape[ax] and all(
+                        p[1] == q[0] for p, q in zip(parts, parts[1:])):
+                    s = E(Node(OpKind.Concat, [p[2] for p in parts], {"axis": ax}))
+                else:
+                    pieces[s.n.id] = (ax, parts)
+        ct[node.id] = s
 
     for r, s in zip(roots, seeds):
         if r.id in req:
