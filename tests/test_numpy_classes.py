@@ -593,6 +593,7 @@ OP_EXCLUDED = {
     OpKind.SliceBackward: "the adjoint of Slice, made by its gradient rule only",
     OpKind.Scan: "a loop over a traced body: vkml.lax.scan, tests/lax/test_control.py",
     OpKind.Part: "a result of a Scan: vkml.lax.scan, tests/lax/test_control.py",
+    OpKind.While: "a loop to a traced predicate: vkml.lax.while_loop, tests/lax/test_control.py",
     **{k: "matrices (..., n, n) only: no 0-d form; size-1, batched and empty-batch cases in "
           "tests/ops/cases_linalg.py, the surface in tests/linalg"
        for k in (OpKind.Cholesky, OpKind.TriangularSolve, OpKind.Solve, OpKind.LuPivots,

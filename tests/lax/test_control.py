@@ -179,8 +179,6 @@ def test_while_loop_runs_to_its_predicate():
     assert int(out[0]) == 37
     np.testing.assert_allclose(float(out[1]), 1.1 ** 37, rtol=1e-13)
     assert float(lax.while_loop(lambda x: x > 5.0, lambda x: x - 1.0, vnp.asarray(2.0))) == 2.0
-    with pytest.raises(NotImplementedError, match="while_loop.*fori_loop"):
-        vkml.jit(lambda x: lax.while_loop(lambda v: v < 3.0, lambda v: v + 1.0, x))(vnp.asarray(0.0))
     with pytest.raises(TypeError, match="boolean scalar"):
         lax.while_loop(lambda x: x, lambda x: x + 1.0, vnp.asarray(0.0))
     with pytest.raises(TypeError, match="body_fun output and input must have identical types"):
@@ -309,3 +307,110 @@ def test_unroll_puts_that_many_steps_in_one_loop_iteration():
     assert scans(3) == [(2, 3)]                  # 6 steps: two iterations of three
     assert scans(4) == [(1, 4), (2, 1)]          # one of four, then the remaining two
     assert scans(True) == [(1, T)]
+
+
+def _np_while(x, w):
+    """The loop of `_while` in Python float64: (value, steps)."""
+    n = 0
+    while x < 10.0:
+        x, n = x * x * w + 0.5, n + 1
+    return x, n
+
+
+def _while(x, w):
+    c = lax.while_loop(lambda c: c[0] < 10.0, lambda c: (c[0] * c[0] * w + 0.5, c[1] + 1), (x, vnp.asarray(0)))
+    return c[0], c[1]
+
+
+def test_jit_of_while_loop_with_a_data_dependent_trip_count():
+    calls = []
+
+    def f(x, w):
+        calls.append(1)
+        return _while(x, w)
+    jf = vkml.jit(f)
+    # trip counts 0, 1, a few, and past the first chunks of steps (1 + 2 + 4 + ...)
+    for x0, w0 in [(12.0, 1.5), (9.0, 1.5), (1.0, 1.5), (0.1, 0.9), (1.0, 0.502)]:
+        got, n = jf(vnp.asarray(x0, F64), vnp.asarray(w0, F64))
+        want, m = _np_while(x0, w0)
+        assert int(n) == m
+        np.testing.assert_allclose(float(got), want, rtol=1e-12)
+    assert len(calls) == 1          # one trace for every trip count (jit caching)
+    assert _np_while(1.0, 0.502)[1] > 40
+    # fori_loop with traced bounds is this loop too
+    jl = vkml.jit(lambda lo, hi, v: lax.fori_loop(lo, hi, lambda i, v: v * 0.5 + i, v))
+    for lo, hi in [(0, 0), (2, 9), (0, 50)]:
+        v = 1.0
+        for i in range(lo, hi):
+            v = v * 0.5 + i
+        np.testing.assert_allclose(float(jl(lo, hi, vnp.asarray(1.0, F64))), v, rtol=1e-14)
+
+
+def test_vmap_of_while_loop_runs_each_lane_to_its_own_predicate():
+    x0 = np.array([12.0, 9.0, 1.0, 0.1, 3.0])
+    w0 = np.array([1.5, 1.5, 1.5, 0.9, 1.05])
+    vf = vkml.vmap(_while)
+    for fn in (vf, vkml.jit(vf)):
+        got, n = fn(vnp.asarray(x0, F64), vnp.asarray(w0, F64))
+        want = [_np_while(a, b) for a, b in zip(x0, w0)]
+        assert np.asarray(n).tolist() == [m for _, m in want]
+        np.testing.assert_allclose(np.asarray(got), [v for v, _ in want], rtol=1e-14)
+    # one lane's constant unbatched, two vmaps deep
+    vv = vkml.jit(vkml.vmap(vkml.vmap(_while, in_axes=(0, None)), in_axes=(0, None)))
+    got, n = vv(vnp.asarray(x0.reshape(5, 1) * [1.0, 0.5], F64), vnp.asarray(1.5, F64))
+    want = np.array([[_np_while(a, 1.5)[1] for a in row] for row in x0.reshape(5, 1) * [1.0, 0.5]])
+    assert np.asarray(n).tolist() == want.tolist()
+
+
+def test_jvp_through_while_loop_under_jit_and_vmap():
+    def jv(x, w, tx, tw):
+        return vkml.jvp(lambda x, w: _while(x, w)[0], (x, w), (tx, tw))
+    e = 1e-6
+    for x0, w0 in [(1.0, 1.5), (12.0, 1.5), (0.1, 0.9)]:
+        args = [vnp.asarray(v, F64) for v in (x0, w0)]
+        one, zero = vnp.asarray(1.0, F64), vnp.asarray(0.0, F64)
+        y, tx = vkml.jit(jv)(*args, one, zero)
+        _, tw = vkml.jit(jv)(*args, zero, one)
+        np.testing.assert_allclose(float(y), _np_while(x0, w0)[0], rtol=1e-14)
+        dx = (_np_while(x0 + e, w0)[0] - _np_while(x0 - e, w0)[0]) / (2 * e)
+        dw = (_np_while(x0, w0 + e)[0] - _np_while(x0, w0 - e)[0]) / (2 * e)
+        np.testing.assert_allclose([float(tx), float(tw)], [dx, dw], rtol=1e-7, atol=1e-9)
+    x0 = np.array([1.0, 0.1])
+    y, t = vkml.vmap(jv, in_axes=(0, None, 0, None))(vnp.asarray(x0, F64), vnp.asarray(1.5, F64),
+                                                    vnp.ones(2, F64), vnp.asarray(0.0, F64))
+    dx = [(_np_while(a + e, 1.5)[0] - _np_while(a - e, 1.5)[0]) / (2 * e) for a in x0]
+    np.testing.assert_allclose(np.asarray(t), dx, rtol=1e-7)
+
+
+def test_while_loop_nested_in_scan_and_cond_under_jit():
+    def body(c, xk):
+        v = lax.while_loop(lambda v: v < xk, lambda v: v * 2.0, c)
+        return v - xk, v
+    xs = np.array([3.0, 10.0, 1.0, 7.0])
+    c, ys = vkml.jit(lambda c, xs: lax.scan(body, c, xs))(vnp.asarray(1.0, F64), vnp.asarray(xs, F64))
+    v, want = 1.0, []
+    for xk in xs:
+        while v < xk:
+            v *= 2.0
+        want.append(v)
+        v -= xk
+    np.testing.assert_allclose(np.asarray(ys), want, rtol=1e-15)
+    assert float(c) == v
+    f = vkml.jit(lambda p, x: lax.cond(p > 0, lambda x: lax.while_loop(lambda v: v < 10.0, lambda v: v * 3.0, x),
+                                       lambda x: -x, x))
+    assert float(f(1, vnp.asarray(1.0, F64))) == 27.0 and float(f(0, vnp.asarray(1.0, F64))) == -1.0
+
+
+def test_while_loop_errors_under_jit(monkeypatch):
+    loop = lambda x: lax.while_loop(lambda v: v < 10.0, lambda v: v * 2.0, x)  # noqa: E731
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work for lax.while_loop"):
+        vkml.jit(vkml.grad(loop))(vnp.asarray(1.0))
+    with pytest.raises(TypeError, match="boolean scalar"):
+        vkml.jit(lambda x: lax.while_loop(lambda v: v, lambda v: v + 1.0, x))(vnp.asarray(1.0))
+    with pytest.raises(TypeError, match="body_fun output and input must have identical types"):
+        vkml.jit(lambda x: lax.while_loop(lambda v: v < 3.0, lambda v: (v, v), x))(vnp.asarray(1.0))
+    # a loop that never ends: bounded when asked to be, with a message naming it
+    from vkml.vulkan import dispatch
+    monkeypatch.setattr(dispatch, "WHILE_MAX_STEPS", 200)
+    with pytest.raises(RuntimeError, match="cond_fun still holds after .* steps"):
+        vkml.jit(lambda x: lax.while_loop(lambda v: v > -1.0, lambda v: v + 1.0, x))(vnp.asarray(0.0))

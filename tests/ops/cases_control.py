@@ -1,6 +1,7 @@
 """Cases for control flow: Scan (a loop over a traced body) and Part (its results),
-through vkml.lax.scan, against the same loop run in NumPy. One case per dtype of the
-carry; each reads the final carry and the stacked step outputs (both Parts)."""
+through vkml.lax.scan, and While (a loop to a predicate), through vkml.lax.while_loop,
+against the same loop run in NumPy. One case per dtype of the carry; each Scan case reads
+the final carry and the stacked step outputs (both Parts)."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -48,4 +49,28 @@ def _cases(op, which):
     return out
 
 
-CASES = _cases(OpKind.Scan, 1) + _cases(OpKind.Part, 0)
+def _while(c, x):
+    """Steps of _step(c, x) (its carry only) while a counter stays below 3."""
+    return lax.while_loop(lambda v: v[0] < 3, lambda v: (v[0] + 1, _step(v[1], x)[0]), (0, c))[1]
+
+
+def _while_ref(c, x):
+    for _ in range(3):
+        c = _step(c, x)[0]
+    return np.asarray(c)
+
+
+def _while_cases():
+    out = []
+    for d in (np.float32, np.float64, np.int32, np.bool_, np.float16, ml_dtypes.bfloat16):
+        d = np.dtype(d)
+        lo = d.kind in "fV" and d.itemsize == 2
+        c0, x = (rand((3,), np.float32, -2, 2).astype(d), rand((3,), np.float32, -2, 2).astype(d)) if lo \
+            else (rand((3,), d, -2, 2), rand((3,), d, -2, 2))
+        eps = (2.0 ** -10 if d == np.float16 else 2.0 ** -7) if lo else 1e-6
+        out.append(Case(OpKind.While, d.name, _while, _while_ref, [c0, x], exact=d.kind not in "fV",
+                        rtol=4 * eps, atol=eps, **({"dtype": d} if lo else {})))
+    return out
+
+
+CASES = _cases(OpKind.Scan, 1) + _cases(OpKind.Part, 0) + _while_cases()

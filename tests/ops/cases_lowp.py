@@ -60,9 +60,9 @@ def _fits(c, d) -> bool:
 
 
 for _op, _cs in _float32_cases().items():
-    # Rand: tests/test_lowp.py; Scan/Part: the body is traced in its own dtypes; operators
+    # Rand: tests/test_lowp.py; Scan/Part/While: the body is traced in its own dtypes; operators
     # whose kernels take only float32/float64 (linear algebra) refuse 16-bit operands
-    if _op in (OpKind.Rand, OpKind.Scan, OpKind.Part):
+    if _op in (OpKind.Rand, OpKind.Scan, OpKind.Part, OpKind.While):
         continue
     for _d in (F16, BF16):
         if _d not in SPECS[_op].dtypes:

@@ -131,6 +131,9 @@ CASES = {
     # a loop of three steps: carries and stacked outputs (the Parts) both differentiated
     K.Scan: (lambda w, xs: _scan_loss(w, xs), [a(3), a(3, 3)]),
     K.Part: (lambda w, xs: _scan_loss(w, xs, 1), [a(3), a(3, 3)]),
+    # outside jit a while_loop's trip count is counted first (a scan of that many steps);
+    # its forward mode under jit and its reverse mode's error: tests/lax/test_control.py
+    K.While: (lambda w: _while_loss(w), [a(3)]),
     # linear algebra on well-conditioned matrices (tests/linalg has the surface's cases)
     K.Cholesky: (lambda s: bind(K.Cholesky, [s]), [SPD]),
     K.TriangularSolve: (lambda t, y: bind(K.TriangularSolve, [t, y], lower=True, trans=False, unit=False)
@@ -139,6 +142,11 @@ CASES = {
     K.Solve: (b(K.Solve), [WELL, a(2, 3, 2)]),
     K.Lu: (lambda x: bind(K.Lu, [x, LU_PERM]), [LU_X]),
 }
+
+
+def _while_loss(w):
+    from vkml import lax
+    return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, vnp.sin(c[1] * w) + w), (0, w))[1]
 
 
 def _scan_loss(w, xs, which=0):

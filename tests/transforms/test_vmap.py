@@ -49,6 +49,12 @@ W2 = dict(kernel=(2, 2), stride=(1, 1), padding=(1, 0), dilation=(1, 1))
 CONST = vnp.asarray(np.array([0.5, -1.0, 2.0], F32))
 IDX = np.array([2, 0, -1, 2, 7], I32)         # negative and out-of-range (clamped) entries
 
+def _while(c, w=None):
+    from vkml import lax
+    return lax.while_loop(lambda v: (v[1].sum() < 3.0) & (v[0] < 9),
+                          lambda v: (v[0] + 1, v[1] * 1.5 + (0.5 if w is None else w * w + 0.1)), (0, c))[1]
+
+
 def _scan(c, xs, w=None):
     from vkml import lax
     return lax.scan(lambda c, x: (c * 2 + (x if w is None else x * w), c - x), c, xs)
@@ -141,6 +147,8 @@ CASES: dict[K, list[Case]] = {
              Case(lambda w: _scan(vnp.zeros(2), vnp.ones((4, 2)), w)[1], [a(B, 2)])],
     K.Part: [Case(lambda c, xs: _scan(c, xs)[0], [a(B, 2), a(4, 2)], (0, None)),
              Case(lambda c, xs: _scan(c, xs)[0], [a(B, 2, dtype=I32), a(B, 4, 2, dtype=I32)], exact=True)],
+    # per-lane trip counts (the lane's own predicate), a batched constant only
+    K.While: [Case(lambda c: _while(c), [a(B, 2)]), Case(lambda w: _while(vnp.zeros(2), w), [a(B, 2)])],
     # linear algebra: the operators take any leading batch (the batch joins it)
     K.Cholesky: [Case(u(K.Cholesky), [np.eye(3, dtype=F32) * 2 + a(B, 3, 3, lo=-0.3, hi=0.3)]),
                  Case(u(K.Cholesky), [np.eye(3, dtype=F64) * 2 + a(3, B, 3, dtype=F64, lo=-0.3, hi=0.3)],

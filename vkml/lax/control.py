@@ -7,8 +7,8 @@ jitted loop is one submission replaying the body's dispatches (`vulkan/lower/con
 Its gradient is a Scan in the other direction (`transforms/control.py`), so grad, vmap,
 jit, checkpoint and nested grad compose with it as with any operator. `cond` and
 `switch` evaluate every branch and select (so they differentiate and batch, a batched
-predicate included); `fori_loop` with static bounds is a scan; `while_loop` runs on
-concrete values only, reading its predicate back from the device.
+predicate included); `fori_loop` with static bounds is a scan; `while_loop` is one
+While node, whose lowering reads its predicate back from the device every few steps.
 
 >>> import vkml.numpy as vnp
 >>> c, ys = scan(lambda c, x: (c + x, c), 0.0, vnp.arange(4.0))
@@ -34,8 +34,6 @@ from ..transforms.simplify import simplify
 from ..tree_util import _leaf_paths, tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "map", "associative_scan"]
-
-WHILE_CHUNK_MAX = 32     # steps one while_loop submission may run (see `while_loop`)
 
 
 def _traced(leaves) -> bool:
@@ -251,54 +249,64 @@ def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *, unroll: int | 
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
-    """body_fun applied while cond_fun holds, as jax.lax.while_loop, on concrete values.
+    """body_fun applied while cond_fun holds, as jax.lax.while_loop: under jit and vmap,
+    on concrete values, and in forward mode.
 
-    The trip count is only known by running, so the predicate is read back from the
-    device: a submission runs k steps of a jitted scan whose step applies body_fun only
-    while cond_fun holds (so extra steps leave the value as it is), then reads the
-    predicate; k starts at 1 and doubles up to WHILE_CHUNK_MAX, so a loop of n steps
-    costs about log2(n) + n / 32 readbacks and at most as many idle steps as it ran.
-    Under grad, jvp and vjp (whose traces know their arguments' values) the trip count n
-    is computed first, from those values, and the loop becomes a scan of n steps, so it
-    differentiates in forward mode and, unlike JAX's, in reverse mode too (the trip
-    count is piecewise constant: the derivative is that of its n steps). Under jit and
-    vmap (a program for any values) it raises: use fori_loop or scan with a static
-    length there.
+    cond_fun and body_fun are traced once into one While node (`trace/ops.py`). Its
+    trip count is only known by running, so its lowering runs a chunk of steps per
+    submission and reads back whether the predicate still holds (one step, then chunks
+    of 2, 4, ... 32: `vulkan/dispatch.py` says why), each step selecting the new carry
+    only where the predicate holds, so the steps past the end of a chunk change nothing.
+    Under vmap the predicate is batched: the loop runs while any lane's holds, and a
+    lane that is done keeps its carry. jvp goes through it (a While over (carry,
+    tangent)); reverse mode under jit or vmap raises JAX's error. Under grad, jvp and vjp
+    outside jit (whose traces know their arguments' values) the trip count n is computed
+    first, and the loop becomes a scan of n steps, so it differentiates in reverse mode
+    too, unlike JAX's (the trip count is piecewise constant: the derivative is that of
+    its n steps). A loop whose predicate never fails warns after a while and raises
+    past `vkml.vulkan.dispatch.WHILE_MAX_STEPS` steps if that is set.
 
-    >>> import vkml.numpy as vnp
+    >>> import vkml, vkml.numpy as vnp
     >>> float(while_loop(lambda x: x < 10.0, lambda x: x * 2.0, vnp.asarray(1.0)))
     16.0
+    >>> vkml.jit(lambda n: while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 2), (0, 1))[1])(5).item()
+    32
     """
-    from ..jit import jit
     leaves, tree = tree_flatten(init_val)
     leaves = [vnp.asarray(l) for l in leaves]
-    if _traced(leaves):
-        return _traced_while(cond_fun, body_fun, tree, leaves)
-    val = tree_unflatten(tree, leaves)
-    g = trace_flat(lambda v: (cond_fun(v), body_fun(v)), [val])[0]
-    p = g.outputs[0]
-    if tuple(p.shape) != () or p.dtype != dt.bool_:
-        raise TypeError(f"while_loop: cond_fun must return a boolean scalar, but got output type "
-                        f"{p.dtype}{list(p.shape)}")
-    out_tree = trace_flat(lambda v: body_fun(v), [val])[1]
-    _check_same("while_loop", "body_fun output and input", tree, leaves, out_tree,
-                list(g.outputs[1:]))
+    if not _traced(leaves):
+        return _eagerly(lambda v: while_loop(cond_fun, body_fun, v), [tree_unflatten(tree, leaves)])
+    body, cond, consts = _trace_while(cond_fun, body_fun, tree, leaves)
+    known = _peek(leaves + consts)
+    if known is not None:
+        return tree_unflatten(tree, _counted_while(body, cond, consts, leaves, known))
+    nc, nk = len(consts), len(leaves)
+    tok = bind(OpKind.While, consts + leaves, body=body, cond=cond, n_consts=nc, n_carry=nk,
+               transpose=None)
+    return tree_unflatten(tree, [bind(OpKind.Part, [tok], index=k, shape=tuple(l.shape), dtype=l.dtype)
+                                 for k, l in enumerate(leaves)])
 
-    def chunk(v, k):
-        def step(c, _):
-            go = cond_fun(c)
-            nxt = body_fun(c)
-            return tree_map(lambda a, b: vnp.where(go, a, b), nxt, c), None
-        v = scan(step, v, None, length=k)[0]
-        return v, cond_fun(v)
-    run = jit(chunk, static_argnums=1)
-    go = bool(jit(cond_fun)(val))
-    k = 1
-    while go:
-        val, go = run(val, k)
-        go = bool(go)
-        k = min(2 * k, WHILE_CHUNK_MAX)
-    return val
+
+def _trace_while(cond_fun, body_fun, tree, leaves):
+    """cond_fun and body_fun traced once, on the same stand-ins: (body Graph, cond Graph,
+    the constants both close over). Both graphs take (constants, carries)."""
+    with tracer.Trace() as t:
+        c_in = [Array._traced(t, t.new_input(c.shape, c.dtype)) for c in leaves]
+        val = tree_unflatten(tree, c_in)
+        p = vnp.asarray(cond_fun(val))
+        if tuple(p.shape) != () or p.dtype != dt.bool_:
+            raise TypeError(f"while_loop: cond_fun must return a boolean scalar, but got output type "
+                            f"{p.dtype}{list(p.shape)}")
+        o_leaves, o_tree = tree_flatten(body_fun(val))
+        o_leaves = [vnp.asarray(o) for o in o_leaves]
+        _check_same("while_loop", "body_fun output and input", tree, leaves, o_tree, o_leaves)
+        pn = t.lift(p)
+        nodes = [t.lift(o) for o in o_leaves]
+    n = len(leaves)
+    ins = t.inputs[n:] + t.inputs[:n]
+    body, cond = Graph(ins, nodes), Graph(ins, [pn])
+    body.keep = cond.keep = []
+    return body, cond, list(t.captured)
 
 
 def _peek(arrays: Sequence) -> list | None:
@@ -328,41 +336,22 @@ def _peek(arrays: Sequence) -> list | None:
             out[k] = r
     return out
 
-
-def _traced_while(cond_fun, body_fun, tree, leaves):
-    """while_loop on traced values: a scan of the trip count the known values give."""
+def _counted_while(body: Graph, cond: Graph, consts: list, leaves: list, known: list) -> list:
+    """while_loop on values a trace knows (grad, jvp, vjp): the trip count found by
+    running the step on those values, then a scan of that many steps."""
     from ..array import run_compiled
     from ..graphs import for_execution
     from ..vulkan.compiled import Compiled
-    none = tree_flatten(None)[1]
-    body, b_consts, _ = _trace_body("while_loop", lambda c, _: (body_fun(c), None), tree, leaves, none, [],
-                                    what="body_fun output and input")
-    cg, c_consts, _ = _trace_body("while_loop", lambda c, _: (c, cond_fun(c)), tree, leaves, none, [],
-                                  what="body_fun output and input")
-    pred = cg.outputs[-1]
-    if tuple(pred.shape) != () or pred.dtype != dt.bool_:
-        raise TypeError(f"while_loop: cond_fun must return a boolean scalar, but got output type "
-                        f"{pred.dtype}{list(pred.shape)}")
-    known = _peek(leaves + b_consts + c_consts)
-    if known is None:
-        raise NotImplementedError(
-            "while_loop: the loop's value is traced by jit or vmap (a program for any values), "
-            "and vkml's while_loop needs its trip count: it reads its predicate back from the "
-            "device. Use fori_loop with static bounds or scan with a static length there (both "
-            "differentiate in forward and reverse mode), or call while_loop outside jit/vmap "
-            "(under grad, jvp and vjp it works: their traces know the values).")
     nk = len(leaves)
-    v, bc = known[:nk], known[nk:nk + len(b_consts)]
-    cc = known[nk + len(b_consts):]
+    v, cv = known[:nk], known[nk:]
     with tracer.suspended():
-        step = Compiled(for_execution(Graph(body.inputs, body.outputs[:nk])))
-        test = Compiled(for_execution(Graph(cg.inputs, [pred])))
+        step = Compiled(for_execution(body))
+        test = Compiled(for_execution(cond))
         n = 0
-        while bool(run_compiled(test, cc + v)[0].item()):
-            v = run_compiled(step, bc + v)
+        while bool(run_compiled(test, cv + v)[0].item()):
+            v = run_compiled(step, cv + v)
             n += 1
-    carry, _ = _loop(body, b_consts, leaves, [], n, False, 1, None)
-    return tree_unflatten(tree, carry)
+    return _loop(body, consts, leaves, [], n, False, 1, None)[0]
 
 
 def _pred(who: str, pred) -> Array:

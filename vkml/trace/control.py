@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from .graph import Graph, Node, input_node
-from .ops import OpKind, scan_outputs
+from .ops import OpKind, loop_outputs
 
 
 def substitute(graph: Graph, args: Sequence[Node], tag=None) -> list[Node]:
@@ -87,7 +87,35 @@ def scan_nodes(body: Graph, operands: Sequence[Node], length: int, reverse: bool
 def parts_of(node: Node, tag=None) -> list[Node]:
     a = node.attrs
     return [Node(OpKind.Part, [node], {"index": k, "shape": s, "dtype": d}, tag=tag)
-            for k, (s, d) in enumerate(scan_outputs(a["body"], a["n_carry"], a["length"]))]
+            for k, (s, d) in enumerate(loop_outputs(node.op, a))]
+
+
+WHILE_REVERSE = ("Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
+                 "with dynamic start/stop values (as in JAX: the trip count is only known by "
+                 "running it, so the carries a reverse pass needs cannot be planned). Try using "
+                 "lax.scan, or using fori_loop with static start/stop; outside jit and vmap, "
+                 "vkml's while_loop differentiates in reverse mode too (the trip count is "
+                 "computed first from the values).")
+
+
+def gated_step(body: Graph, cond: Graph, n_consts: int, n_carry: int) -> Graph:
+    """One step of a While as it runs: (constants, carries) -> (new carries, go), where
+    a lane's new carry is body's where cond holds and its carry where it does not, and go
+    (a bool scalar) says whether cond held in any lane. So a step past the end leaves
+    the carries as they are: a submission may run more steps than the loop needs."""
+    ins = fresh_inputs(body.inputs)
+    p = substitute(cond, ins)[0]
+    new = substitute(body, ins)
+    lead = tuple(p.shape)
+    outs = []
+    for c, v in zip(ins[n_consts:n_consts + n_carry], new):
+        pb = p if len(c.shape) == len(lead) else Node(
+            OpKind.Reshape, [p], {"shape": lead + (1,) * (len(c.shape) - len(lead))})
+        outs.append(Node(OpKind.Where, [pb, v, c], {}))
+    go = p if not lead else Node(OpKind.Max, [p], {"axes": tuple(range(len(lead))), "keepdims": False})
+    if go.op in (OpKind.Input, OpKind.Const):
+        go = Node(OpKind.Copy, [go], {})      # the flag's copy never reads a carry being written
+    return Graph(ins, outs + [go])
 
 
 def _step(x: Node, j: int) -> Node:

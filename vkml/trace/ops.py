@@ -56,7 +56,7 @@ class OpKind(enum.Enum):
     # normalised exponentials
     Softmax = "Softmax"; LogSoftmax = "LogSoftmax"
     # control flow: a loop over a traced body subgraph, and one of its several results
-    Scan = "Scan"; Part = "Part"
+    Scan = "Scan"; Part = "Part"; While = "While"
     # linear algebra (factorisations and solves, batched over leading axes)
     Cholesky = "Cholesky"; TriangularSolve = "TriangularSolve"; Solve = "Solve"
     LuPivots = "LuPivots"; LuPivotsToPermutation = "LuPivotsToPermutation"; Lu = "Lu"
@@ -814,6 +814,20 @@ def scan_outputs(body, n_carry: int, length: int) -> list[tuple[tuple, np.dtype]
     return outs[:n_carry] + [((length,) + s, d) for s, d in outs[n_carry:]]
 
 
+def loop_outputs(op: "OpKind", a: dict) -> list[tuple[tuple, np.dtype]]:
+    """(shape, dtype) of each result of a Scan or a While (node op, attributes `a`)."""
+    if op is OpKind.Scan:
+        return scan_outputs(a["body"], a["n_carry"], a["length"])
+    ins, nc = _avals(a["body"].inputs), a["n_consts"]
+    t = a.get("transpose")
+    if t is None:
+        return ins[nc:nc + a["n_carry"]]
+    return [ins[nc + k] for k in t[0]] + [ins[k] for k in t[1]]
+
+
+LOOPS = frozenset({OpKind.Scan, OpKind.While})     # nodes whose results are Parts
+
+
 def _avals(nodes) -> list[tuple[tuple, np.dtype]]:
     return [(tuple(n.shape), np.dtype(n.dtype)) for n in nodes]
 
@@ -863,10 +877,59 @@ _declare(OpKind.Scan, arity=None, attrs=("body", "length", "reverse", "n_consts"
              "replayed `length` times in one command buffer. `saved`: its last `n_carry` step "
              "outputs are the carries each step began from (what its gradient reads; dropped "
              "before it runs where nothing reads them).", family="control")
+
+
+def _while_shape(s, a):
+    body, cond, nc, nk = a["body"], a["cond"], a["n_consts"], a["n_carry"]
+    ins = _avals(body.inputs)
+    if _avals(cond.inputs) != ins:
+        raise ShapeError("While: the body and the predicate must take the same inputs")
+    if _avals(body.outputs) != ins[nc:nc + nk]:
+        raise ShapeError(f"While: body carry output {_avals(body.outputs)} and input "
+                         f"{ins[nc:nc + nk]} must have identical types")
+    lead = tuple(cond.outputs[0].shape)
+    if len(cond.outputs) != 1 or cond.outputs[0].dtype != dt.bool_ or any(
+            tuple(c.shape[:len(lead)]) != lead for c in body.inputs[nc:nc + nk]):
+        raise ShapeError(f"While: the predicate must be one bool array of the carries' leading "
+                         f"(batch) shape, got {_avals(cond.outputs)}")
+    want = [sh for sh, _ in ins]
+    t = a.get("transpose")
+    if t is not None:      # a While's reverse rule: then the final carries' cotangents
+        want += [want[nc + k] for k in t[0]]
+    if len(s) != len(want):
+        raise ShapeError(f"While: takes {len(want)} operands, got {len(s)}")
+    for i, (sh, w) in enumerate(zip(s, want)):
+        if tuple(sh) != tuple(w):
+            raise ShapeError(f"While: operand {i} has shape {tuple(sh)}, the body expects {tuple(w)}")
+    return TOKEN_SHAPE
+
+
+def _while_dtype(d, a):
+    for i, (got, (_, want)) in enumerate(zip(d, _avals(a["body"].inputs))):
+        if np.dtype(got) != want:
+            raise DTypeError(f"While: operand {i} has dtype {np.dtype(got)}, the body expects {want}")
+    return dt.bool_
+
+
+_declare(OpKind.While, arity=None, attrs=("body", "cond", "n_consts", "n_carry", "transpose"),
+         shape_rule=_while_shape, dtype_rule=_while_dtype, dtypes=dt.ALL, kernel="control",
+         grad=Grad.RULE,
+         doc="A loop whose trip count is found by running it (lax.while_loop): operands are "
+             "`n_consts` constants then `n_carry` initial carries; while the subgraph `cond` "
+             "(constants, carries) -> bool holds, the subgraph `body` maps (constants, carries) "
+             "to new carries. Its results, read through Part, are the final carries. A batched "
+             "loop's predicate has the carries' leading batch shape: it runs while any lane's "
+             "holds, and a lane whose predicate fails keeps its carry. Lowered, a submission "
+             "runs a chunk of steps that each select the new carry only where the predicate "
+             "holds, then the host reads whether any lane's still does. Forward mode is a While "
+             "over (carry, tangent); reverse mode raises as JAX's does (`transpose`: the "
+             "reverse rule's node, whose own rule is that forward loop, so vkml's jvp, the "
+             "transpose of its vjp, works; it cannot run).", family="control")
 _declare(OpKind.Part, arity=1, attrs=("index", "shape", "dtype"), shape_rule=_part_shape,
          dtype_rule=lambda d, a: _dtype_attr("Part", a), dtypes=dt.ALL, kernel="control",
          grad=Grad.RULE,
-         doc="Result `index` of a Scan (its final carries, then its stacked step outputs).",
+         doc="Result `index` of a Scan (its final carries, then its stacked step outputs) or "
+             "of a While (its final carries).",
          family="control")
 # --------------------------------------------------------------------------- linear algebra
 
@@ -1062,6 +1125,7 @@ _SHAPE_OVERRIDES = {
     OpKind.CheckIndex: "same as the input",
     OpKind.Scan: "(0,): a token; its results are Part nodes",
     OpKind.Part: "`shape` attribute (a final carry, or a step output stacked to (length, ...))",
+    OpKind.While: "(0,): a token; its results are Part nodes (the final carries)",
     OpKind.Cholesky: "same as the input (..., n, n)",
     OpKind.TriangularSolve: "the right-hand side's (..., n, k)",
     OpKind.Solve: "the right-hand side's (..., n, k)",

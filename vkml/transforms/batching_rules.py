@@ -20,7 +20,7 @@ from ..trace.graph import Node
 from ..trace.ops import SPECS, OpKind as K
 from ..trace.shapes import size_of
 from . import expr
-from .control import batch_part, batch_scan
+from .control import batch_part, batch_scan, batch_while
 from .expr import E
 
 
@@ -285,7 +285,7 @@ BATCH_RULES: dict[K, Rule] = {
     K.MatMul: _matmul,
     K.Im2Col: _window_op, K.Col2Im: _window_op, K.MaxPool2d: _window_op,
     K.MaxPool2dBackward: _window_op,
-    K.Scan: batch_scan, K.Part: batch_part,    # the body batched (transforms/control.py)
+    K.Scan: batch_scan, K.Part: batch_part, K.While: batch_while,    # the body batched (transforms/control.py)
     # the decompositions act on the last two axes: a batch axis is one more leading axis
     K.Eigh: _leading, K.Svd: _leading, K.Qr: _leading,
 }

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..trace import dtypes as dt
-from ..trace.control import normalized, parts_of, scan_nodes, substitute, with_saved, zeros
+from ..trace.control import WHILE_REVERSE, normalized, parts_of, scan_nodes, substitute, with_saved, zeros
 from ..trace.graph import Graph, Node, input_node
 from ..trace.ops import OpKind as K
 from .expr import E
@@ -27,6 +27,9 @@ from .expr import E
 
 def _fresh(nodes, shapes=None) -> list[Node]:
     return [input_node(n.shape if shapes is None else shapes[k], n.dtype, k) for k, n in enumerate(nodes)]
+
+
+HOIST = True
 
 
 def scan_vjp(n: Node, cts: dict[int, E]) -> list:
@@ -66,23 +69,154 @@ def scan_vjp(n: Node, cts: dict[int, E]) -> list:
     wrt = [b_carry[k] for k in fk] + [b_consts[k] for k in fc] + [b_xs[k] for k in fx]
     g = backward(roots, seeds, wrt, keep) if roots else [zeros(w.shape, w.dtype) for w in wrt]
     g_c, g_k, g_x = g[:len(fk)], g[len(fk):len(fk) + len(fc)], g[len(fk) + len(fc):]
-    new_acc = [Node(K.Add, [s, d], {}) for s, d in zip(acc, g_k)]
-    vjp_body = Graph(b_consts + ct_c + acc + b_carry + b_xs + ct_y, g_c + new_acc + g_x)
+    # A constant's cotangent of the form a_t^T q_t (a weight's, from x @ W in the body)
+    # is not accumulated step by step: a and q are stacked and the sum over the steps is
+    # one matmul after the loop (a contraction over T * batch rows instead of T small
+    # matmuls, T adds and T copies of the accumulator). a read from the saved carries or
+    # the scanned slices is taken from those stacked arrays as they are.
+    stacked_in = {b.id: v for b, v in zip(b_carry + b_xs, saved + xs)}
+    hoist = {i: _outer(gk) for i, gk in enumerate(g_k)} if HOIST else {}
+    hoist = {i: h for i, h in hoist.items() if h is not None}
+    keep_acc = [i for i in range(len(fc)) if i not in hoist]
+    extra = []                      # step outputs the hoisted sums read
+    for i in hoist:
+        for v in hoist[i]:
+            if v.id not in stacked_in and all(v is not e for e in extra):
+                extra.append(v)
+    new_acc = [Node(K.Add, [acc[i], g_k[i]], {}) for i in keep_acc]
+    acc = [acc[i] for i in keep_acc]
+    vjp_body = Graph(b_consts + ct_c + acc + b_carry + b_xs + ct_y, g_c + new_acc + g_x + extra)
     vjp_body.keep = []
     rk = len(ct_c) + len(acc)
     rev = normalized(vjp_body, nc, rk)
     ct_final = [cts[k].n if k in cts else zeros(init[k].shape, init[k].dtype) for k in fk]
     stacked = [cts[j].n for j in fy]
-    operands = consts + ct_final + [zeros(consts[k].shape, consts[k].dtype) for k in fc] + saved + xs + stacked
+    operands = (consts + ct_final + [zeros(consts[fc[i]].shape, consts[fc[i]].dtype) for i in keep_acc]
+                + saved + xs + stacked)
     parts = scan_nodes(with_saved(rev, nc, rk), operands, T, not a["reverse"], nc, rk, True)
     out: list = [None] * len(ins)
     for i, k in enumerate(fk):
         out[nc + k] = E(parts[i])
-    for i, k in enumerate(fc):
-        out[k] = E(parts[len(fk) + i])
+    for j, i in enumerate(keep_acc):
+        out[fc[i]] = E(parts[len(fk) + j])
     for i, k in enumerate(fx):
         out[nc + nk + k] = E(parts[rk + i])
+    at = {v.id: parts[rk + len(fx) + j] for j, v in enumerate(extra)}
+    for i, (pa, q) in hoist.items():
+        A, Q = (stacked_in.get(v.id) or at[v.id] for v in (pa, q))
+        A = Node(K.Reshape, [A], {"shape": (T * pa.shape[0], pa.shape[1])})
+        Q = Node(K.Reshape, [Q], {"shape": (T * q.shape[0], q.shape[1])})
+        out[fc[i]] = E(Node(K.MatMul, [Node(K.Permute, [A], {"perm": (1, 0)}), Q], {}))
     return out
+
+
+def _outer(g: Node):
+    """(a, q) where g is MatMul(Permute(a, (1, 0)), q) of 2-D per-step values, else None."""
+    if g.op is not K.MatMul or len(g.shape) != 2:
+        return None
+    p, q = g.inputs
+    if p.op is not K.Permute or tuple(p.attrs["perm"]) != (1, 0) or len(q.shape) != 2:
+        return None
+    return p.inputs[0], q
+
+
+# --------------------------------------------------------------------------- while
+
+def _tangent_body(body: Graph, nc: int, nk: int, fc: list, fk: list):
+    """Inputs (constants, constant tangents, carries, carry tangents) -> (new carries, their
+    tangents): body's forward mode, as the transpose of its reverse mode (the reverse walk
+    is linear in its seeds `us`, whose values then never matter)."""
+    from .grad import backward
+    b_consts, b_carry = _fresh(body.inputs[:nc]), _fresh(body.inputs[nc:nc + nk])
+    t_consts = [input_node(b_consts[k].shape, b_consts[k].dtype, k) for k in fc]
+    t_carry = [input_node(b_carry[k].shape, b_carry[k].dtype, k) for k in fk]
+    outs = substitute(body, b_consts + b_carry)
+    wrt = [b_carry[k] for k in fk] + [b_consts[k] for k in fc]
+    us = [zeros(outs[k].shape, outs[k].dtype) for k in fk]
+    if fk:
+        g1 = backward([outs[k] for k in fk], us, wrt, list(getattr(body, "keep", [])))
+        pairs = [(a, b) for a, b in zip(g1, t_carry + t_consts)]
+        tang = backward([a for a, _ in pairs], [b for _, b in pairs], us)
+    else:
+        tang = []
+    ins = b_consts + t_consts + b_carry + t_carry
+    return ins, list(outs) + list(tang)
+
+
+def while_vjp(n: Node, cts: dict[int, E]) -> list:
+    """Cotangents of a While's operands. JAX's while_loop has no reverse mode, nor does
+    this one: the cotangents are the results of a While marked `transpose`, which cannot
+    run (its lowering raises JAX's error). Its own reverse rule, the transpose of a
+    linear map, is forward mode: a While over (carry, tangent). So vkml's jvp, which
+    transposes the vjp (`autodiff._jvp_graph`), goes through a while_loop, and the
+    transposed node is dead code of its result."""
+    a = n.attrs
+    nc, nk = a["n_consts"], a["n_carry"]
+    ins = list(n.inputs)
+    is_f = lambda x: dt.is_float(x.dtype)  # noqa: E731
+    t = a.get("transpose")
+    if t is None:
+        fk = [k for k in range(nk) if is_f(ins[nc + k])]
+        fc = [k for k in range(nc) if is_f(ins[k])]
+        if not any(k in cts for k in fk):
+            return [None] * len(ins)
+        ct_final = [cts[k].n if k in cts else zeros(ins[nc + k].shape, ins[nc + k].dtype) for k in fk]
+        wt = Node(K.While, ins + ct_final, {**a, "transpose": (tuple(fk), tuple(fc))})
+        parts = parts_of(wt)
+        out: list = [None] * len(ins)
+        for i, k in enumerate(fk):
+            out[nc + k] = E(parts[i])
+        for i, k in enumerate(fc):
+            out[k] = E(parts[len(fk) + i])
+        return out
+    fk, fc = list(t[0]), list(t[1])
+    consts, init = ins[:nc], ins[nc:nc + nk]
+    if not any(i in cts for i in range(len(fk) + len(fc))):
+        return [None] * len(ins)
+    # the cotangents of this node's results are the tangents of the loop's inputs
+    s_init = [cts[i].n if i in cts else zeros(init[k].shape, init[k].dtype) for i, k in enumerate(fk)]
+    s_consts = [cts[len(fk) + i].n if len(fk) + i in cts else zeros(consts[k].shape, consts[k].dtype)
+                for i, k in enumerate(fc)]
+    t_ins, t_outs = _tangent_body(a["body"], nc, nk, fc, fk)
+    cond = a["cond"]
+    b_consts, b_carry = t_ins[:nc], t_ins[nc + len(fc):nc + len(fc) + nk]
+    t_cond = Graph(t_ins, substitute(cond, b_consts + b_carry))
+    t_body = Graph(t_ins, t_outs)
+    t_body.keep = t_cond.keep = []
+    tw = Node(K.While, consts + s_consts + init + s_init,
+              {"body": t_body, "cond": t_cond, "n_consts": nc + len(fc), "n_carry": nk + len(fk),
+               "transpose": None})
+    parts = parts_of(tw)
+    out = [None] * len(ins)
+    for i in range(len(fk)):
+        out[nc + nk + i] = E(parts[nk + i])
+    # second order through the primal operands: the reverse rule again, which cannot run
+    wt = parts_of(n)
+    for i, k in enumerate(fk):
+        out[nc + k] = E(wt[i])
+    for i, k in enumerate(fc):
+        out[k] = E(wt[len(fk) + i])
+    return out
+
+
+def batch_while(ctx, n: Node, ins, bat) -> E:
+    """The batched While: every carry carries the batch and the predicate is batched (the
+    loop runs while any lane's holds, and each lane selects its own new carry)."""
+    from .vmap import vmap_graph
+    a = n.attrs
+    if a.get("transpose") is not None:
+        raise NotImplementedError(WHILE_REVERSE)
+    nc, nk = a["n_consts"], a["n_carry"]
+    ops, axes = [], []
+    for k, (x, b) in enumerate(zip(ins, bat)):
+        if nc <= k < nc + nk:
+            x, b = ctx.materialize(x, b), True
+        ops.append(x.n)
+        axes.append(0 if b else None)
+    body = vmap_graph(a["body"], axes, ctx.size, [0] * nk)
+    cond = vmap_graph(a["cond"], axes, ctx.size, [0])
+    body.keep = cond.keep = []
+    return E(Node(K.While, ops, {**a, "body": body, "cond": cond}, tag=ctx.tag))
 
 
 # --------------------------------------------------------------------------- batching
@@ -123,7 +257,7 @@ def prune_scans(graph: Graph, prepare: Callable[[Graph], Graph]) -> Graph:
     """graph with every Scan's step outputs that no Part reads dropped (the carries
     saved for a gradient that was never taken) and its body prepared to run by
     `prepare` (the caller's `for_execution`, so nested loops are pruned too)."""
-    scans = [m for m in graph.nodes if m.op is K.Scan]
+    scans = [m for m in graph.nodes if m.op in (K.Scan, K.While)]
     if not scans:
         return graph
     used: dict[int, set] = {}
@@ -146,6 +280,11 @@ def prune_scans(graph: Graph, prepare: Callable[[Graph], Graph]) -> Graph:
             pb = prepare(pb)
             remap[m.id] = {**{k: k for k in range(nk)}, **{k: nk + j for j, k in enumerate(ys)}}
             new[m.id] = Node(K.Scan, ins, {**a, "body": pb, "saved": False}, tag=m.tag)
+        elif m.op is K.While:
+            a = m.attrs
+            new[m.id] = Node(K.While, ins, {**a, "body": prepare(a["body"]), "cond": prepare(a["cond"])},
+                             tag=m.tag)
+            remap[m.id] = {k: k for k in range(len(ins))}
         elif m.op is K.Part:
             k = remap[m.inputs[0].id][m.attrs["index"]]
             new[m.id] = Node(K.Part, ins, {**m.attrs, "index": k}, tag=m.tag)
@@ -155,4 +294,5 @@ def prune_scans(graph: Graph, prepare: Callable[[Graph], Graph]) -> Graph:
     return Graph(graph.inputs, [new[o.id] for o in graph.outputs])
 
 
-__all__ = ["scan_vjp", "batch_scan", "batch_part", "prune_scans", "parts_of"]
+__all__ = ["scan_vjp", "while_vjp", "batch_scan", "batch_while", "batch_part", "prune_scans", "parts_of",
+           "WHILE_REVERSE"]

@@ -12,7 +12,7 @@ from typing import Sequence
 from ..trace import dtypes as dt
 from ..trace.dtypes import DTypeError
 from ..trace.graph import Node, toposort
-from ..trace.ops import SPECS, Grad, OpKind
+from ..trace.ops import LOOPS, SPECS, Grad, OpKind
 from . import checkpoint as _ckpt
 from .custom import CustomRegions
 from .expr import E, full
@@ -27,11 +27,25 @@ def _requires(order: list[Node], wrt_ids: set[int]) -> set[int]:
     """Float nodes that depend on a node being differentiated."""
     req = set()
     for n in order:
-        if not dt.is_float(n.dtype) and n.op is not OpKind.Scan:   # a Scan: its Parts' token
+        if not dt.is_float(n.dtype) and n.op not in LOOPS:   # a loop: its Parts' token
             continue
         if n.id in wrt_ids or any(i.id in req for i in n.inputs):
             req.add(n.id)
     return req
+
+
+def _piece(n: Node):
+    """(axis, [(start, stop, value)]) for a SliceBackward of a unit-step slice along one
+    axis, else None."""
+    if n.op is not OpKind.SliceBackward or n.dtype != n.inputs[0].dtype:
+        return None
+    a = n.attrs
+    cut = [i for i, (b, e, st, d) in enumerate(zip(a["starts"], a["stops"], a["steps"], a["shape"]))
+           if (b, e, st) != (0, d, 1)]
+    if len(cut) != 1 or a["steps"][cut[0]] != 1:
+        return None
+    ax = cut[0]
+    return ax, [(a["starts"][ax], a["stops"][ax], n.inputs[0])]
 
 
 def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
@@ -59,10 +73,28 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
     req = _requires(order, wrt_ids)
     ct: dict[int, E] = {}
 
+    pieces: dict[int, tuple] = {}     # an accumulated cotangent -> its disjoint slices
+
     def give(node: Node, c: E) -> None:
         if c.shape != node.shape:
             raise AssertionError(f"rule for a consumer of {node} produced shape {c.shape}")
-        ct[node.id] = c if node.id not in ct else ct[node.id] + c
+        if node.id not in ct:
+            ct[node.id] = c
+            return
+        old = ct[node.id]
+        pa, pb = pieces.get(old.n.id) or _piece(old.n), pieces.get(c.n.id) or _piece(c.n)
+        s = old + c
+        if pa and pb and pa[0] == pb[0]:
+            # the cotangents of slices (a split's parts) that tile the axis: one Concat
+            # instead of zero-filled SliceBackwards summed
+            ax, parts = pa[0], sorted(pa[1] + pb[1], key=lambda p: p[0])
+            if all(p[1] <= q[0] for p, q in zip(parts, parts[1:])):
+                if parts[0][0] == 0 and parts[-1][1] == node.shape[ax] and all(
+                        p[1] == q[0] for p, q in zip(parts, parts[1:])):
+                    s = E(Node(OpKind.Concat, [p[2] for p in parts], {"axis": ax}))
+                else:
+                    pieces[s.n.id] = (ax, parts)
+        ct[node.id] = s
 
     for r, s in zip(roots, seeds):
         if r.id in req:
@@ -78,11 +110,11 @@ def backward(roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
                 d = part_ct.setdefault(n.inputs[0].id, {})
                 k = n.attrs["index"]
                 d[k] = g if k not in d else d[k] + g
-        elif n.op is OpKind.Scan:
+        elif n.op in LOOPS:
             gs = part_ct.pop(n.id, None)
             if gs:
-                from .control import scan_vjp
-                for inp, c in zip(n.inputs, scan_vjp(n, gs)):
+                from .control import scan_vjp, while_vjp
+                for inp, c in zip(n.inputs, (scan_vjp if n.op is OpKind.Scan else while_vjp)(n, gs)):
                     if c is not None and inp.id in req:
                         give(inp, c)
         elif (g is not None and not (n.id in wrt_ids and n.op is OpKind.Input)

@@ -213,7 +213,7 @@ def _scatter_reduce(n, g, src, idx):
 
 def _control(n, g, *xs):
     raise AssertionError(f"{n.op.value}: a loop's cotangents are gathered by the reverse walk "
-                         f"(`grad.backward`) and pulled back by `control.scan_vjp`")
+                         f"(`grad.backward`) and pulled back by `control.scan_vjp` (`while_vjp`)")
 
 
 RULES = {
@@ -286,6 +286,7 @@ RULES = {
     K.MaxPool2dBackward: _maxpool_backward,
     K.Scan: _control,     # Scan and Part: see transforms/control.py
     K.Part: _control,
+    K.While: _control,
 }
 
 # the linear-algebra operators' rules live beside their helpers

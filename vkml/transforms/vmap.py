@@ -144,7 +144,7 @@ def batch_nodes(outputs: Sequence[Node], env: dict[int, tuple[Node, bool]],
             continue
         ctx = BatchCtx(size, tags.member(n))
         out = BATCH_RULES[n.op](ctx, n, [E(a) for a, _ in ins], flags).n
-        if n.op is not K.Scan and (out.shape != (size,) + n.shape or out.dtype != n.dtype):
+        if n.op not in (K.Scan, K.While) and (out.shape != (size,) + n.shape or out.dtype != n.dtype):
             raise AssertionError(f"batching rule of {n.op.value} made {out.dtype}{list(out.shape)}"
                                  f" for {n} with batch {size}")
         if out.tag != tag:

@@ -233,21 +233,21 @@ class Compiled:
             out_fast, out_slow = [], [c for c in copies_out if c[2]]
         _memcpy(in_fast)
         rec = self._recording(binding, tuple(key)) if self.lowered.dispatches else None
-        cbs, copiers = [], []
+        before, after, copiers = [], [], []
         if in_slow:
             copier = self._copier()
             copiers.append(copier)
-            cbs.append(copier.record(in_slow))
-        if rec is not None:
-            cbs.append(rec.cb)
+            before.append(copier.record(in_slow))
         if out_slow:
             copier = self._copier()
             copiers.append(copier)
-            cbs.append(copier.record(out_slow))
-        if cbs:
+            after.append(copier.record(out_slow))
+        if rec is not None or before or after:
             if checks:
                 arm(checks)
-            t = self.ticket = rt.submit(cbs, wait=wait)
+            # a program with while loops is several submissions (`Recording.run`)
+            t = self.ticket = (rec.run(before, after, wait) if rec is not None
+                               else rt.submit(before + after, wait=wait))
             for c in copiers:
                 c.ticket = t
             for b in outs:

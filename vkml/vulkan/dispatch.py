@@ -5,6 +5,7 @@ Shared by the lowering (`executor`), horizontal merging (`merge`) and the record
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -78,6 +79,34 @@ class Loop:
         cp = lambda cs: [(move(a), move(b), sa, sb) for a, b, sa, sb in cs]   # noqa: E731
         return Loop(body, self.length, self.reverse, cp(self.before), cp(self.pre), cp(self.post),
                     [move(v) for v in self.views], self.writes, self.held)
+
+
+# A While's steps per submission after its first: a readback (submit and wait) costs about
+# 0.3 ms on lavapipe, and a step past the loop's end is not skipped (it selects the carry
+# it had), so a fixed chunk trades readbacks against idle steps. Doubling from 1 up to 32
+# keeps both small: a loop of n steps costs about log2(n) + n / 32 readbacks and at most
+# as many idle steps as it ran (none past 32).
+WHILE_CHUNKS = (2, 4, 8, 16, 32)
+# A loop whose predicate never fails would run forever (as JAX's does). vkml raises after
+# this many steps (None: never; env VKML_WHILE_MAX_STEPS) and warns, once per loop, after
+# WHILE_WARN_S seconds that a while_loop is still running.
+WHILE_MAX_STEPS: int | None = int(os.environ.get("VKML_WHILE_MAX_STEPS", "0")) or None
+WHILE_WARN_S = 10.0
+
+
+@dataclass
+class WhileLoop(Loop):
+    """A While lowered: `body` is one gated step (its new carries selected where the
+    predicate holds, `post` copying them over the carries and the step's any-lane
+    predicate to the host-mapped `flag`). The recording runs `before` and one step
+    inline, then ends its command buffer; the host reads `flag` and, while it is set,
+    submits chunks of WHILE_CHUNKS steps (command buffers of their own, recorded once)."""
+    flag: object = None
+
+    def moved(self, move: Callable[[View], View]) -> "WhileLoop":
+        lp = Loop.moved(self, move)
+        return WhileLoop(lp.body, lp.length, lp.reverse, lp.before, lp.pre, lp.post, lp.views,
+                         lp.writes, lp.held, lp.zero, self.flag)
 
 
 def flat(items: Sequence) -> list:

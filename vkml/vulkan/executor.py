@@ -27,7 +27,7 @@ import numpy as np
 
 from ..trace import dtypes as dt
 from ..trace.graph import Graph, Node
-from ..trace.ops import OpKind, SPECS, scan_outputs
+from ..trace.ops import LOOPS, OpKind, SPECS, loop_outputs
 from ..trace.shapes import size_of
 from . import fusion, merge
 from .widen import widen
@@ -204,11 +204,10 @@ def plan(graph: Graph, groups: list | None = None, profile=None, chunk: int | No
             p.arena_bytes = max(p.arena_bytes, off + size)
             return off
 
-        if n.op is OpKind.Scan:
-            # a Scan writes all its results at its own step; one nothing reads still
-            # needs room while the loop runs
-            for k, (shape, dtype) in enumerate(scan_outputs(n.attrs["body"], n.attrs["n_carry"],
-                                                            n.attrs["length"])):
+        if n.op in LOOPS:
+            # a Scan (While) writes all its results at its own step; one nothing reads
+            # still needs room while the loop runs
+            for k, (shape, dtype) in enumerate(loop_outputs(n.op, n.attrs)):
                 pn = parts.get(n.id, {}).get(k)
                 nb = _round(size_of(shape) * dt.itemsize(dtype))
                 if pn is not None and pn.id in outs:
@@ -347,10 +346,9 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
         n = g.out
         if n.op is OpKind.Part:
             continue                 # written by its Scan
-        if n.op is OpKind.Scan:
+        if n.op in LOOPS:
             outs_v = []
-            for k, (shape, dtype) in enumerate(scan_outputs(n.attrs["body"], n.attrs["n_carry"],
-                                                            n.attrs["length"])):
+            for k, (shape, dtype) in enumerate(loop_outputs(n.op, n.attrs)):
                 pn = parts.get(n.id, {}).get(k)
                 if pn is not None:
                     views[pn.id] = place(pn)
@@ -358,8 +356,8 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
                 else:
                     off, nb = p.scratch[(n.id, k)]
                     outs_v.append(in_arena(off, size_of(shape) * dt.itemsize(dtype), shape, dtype))
-            loop = family("control").lower_scan(rt, n, [views[i.id] for i in n.inputs], outs_v,
-                                                checks, lower_graph)
+            low_loop = family("control").lower_scan if n.op is OpKind.Scan else family("control").lower_while
+            loop = low_loop(rt, n, [views[i.id] for i in n.inputs], outs_v, checks, lower_graph)
             p.loop_bytes += sum(h.plan.peak_bytes - h.plan.input_bytes if isinstance(h, Lowered)
                                 else h.nbytes for h in loop.held)
             dispatches.append(loop)

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dispatch import Dispatch, Loop, View, barriers_before, flat
+import time
+import warnings
+
+from . import dispatch as _dispatch
+from .dispatch import Dispatch, Loop, View, WhileLoop, barriers_before, flat
 from .kernels import TEXEL_BYTES
 from .vk import vk
 
@@ -18,8 +22,41 @@ _BARRIER_DST = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | v
                 | vk.VK_ACCESS_HOST_READ_BIT)
 
 
+class _WhileRun:
+    """A WhileLoop's place between two command buffers of a recording: while its flag is
+    set, submit its chunks (`dispatch.WHILE_CHUNKS` steps each) and wait."""
+
+    def __init__(self, loop: WhileLoop, chunks: list):
+        self.loop, self.chunks = loop, chunks      # [(steps, command buffer)]
+
+    def _go(self) -> bool:
+        f = self.loop.flag
+        return bool(f.block.mapped[f.offset:f.offset + f.nbytes].any())
+
+    def run(self, rt) -> None:
+        steps, j, t0, warned = 1, 0, time.perf_counter(), False
+        while self._go():
+            limit = _dispatch.WHILE_MAX_STEPS
+            if limit is not None and steps >= limit:
+                raise RuntimeError(f"while_loop: cond_fun still holds after {steps} steps, the limit "
+                                   f"vkml.vulkan.dispatch.WHILE_MAX_STEPS (env VKML_WHILE_MAX_STEPS) "
+                                   f"sets; a loop whose predicate never fails would run forever")
+            k, cb = self.chunks[j]
+            rt.submit([cb], wait=True)
+            steps += k
+            j = min(j + 1, len(self.chunks) - 1)
+            if not warned and time.perf_counter() - t0 > _dispatch.WHILE_WARN_S:
+                warned = True
+                warnings.warn(f"while_loop: still running after {steps} steps and "
+                              f"{time.perf_counter() - t0:.0f} s: does its cond_fun ever become false? "
+                              f"(vkml.vulkan.dispatch.WHILE_MAX_STEPS bounds it)", RuntimeWarning,
+                              stacklevel=2)
+
+
 class Recording:
-    """Dispatches bound to descriptor sets and recorded into one command buffer.
+    """Dispatches bound to descriptor sets and recorded into one command buffer (or, for
+    a program with while loops, several: `segments`, command buffers between which the
+    host reads each loop's predicate).
 
     Built once; `submit()` can run it again and again (jit replays it).
     """
@@ -156,15 +193,23 @@ class Recording:
         cbi = ffi.new("VkCommandBufferAllocateInfo*")
         cbi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO
         cbi.commandPool, cbi.level, cbi.commandBufferCount = dev.command_pool, vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1
-        self._cbs = ffi.new("VkCommandBuffer[1]")
-        _check(lib.vkAllocateCommandBuffers(d, cbi, self._cbs), "vkAllocateCommandBuffers")
-        cb = self.cb = self._cbs[0]
         bi = ffi.new("VkCommandBufferBeginInfo*")
         bi.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
         # a replayed recording may be submitted again before its last submission finished
         # (asynchronous jit calls)
         bi.flags = vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT if self.replayed else 0
-        lib.vkBeginCommandBuffer(cb, bi)
+        self._all_cbs = []
+
+        def begin():
+            arr = ffi.new("VkCommandBuffer[1]")
+            _check(lib.vkAllocateCommandBuffers(d, cbi, arr), "vkAllocateCommandBuffers")
+            self._all_cbs.append(arr)
+            lib.vkBeginCommandBuffer(arr[0], bi)
+            return arr[0]
+        cb = self.cb = begin()
+        self._cbs = self._all_cbs[0]
+        self.segments: list = []
+        chunks: dict[int, list] = {}      # id(WhileLoop) -> its chunk command buffers
         if profile:
             # a timestamp before the first dispatch and after each, every dispatch behind
             # a barrier: each interval is one kernel alone
@@ -183,9 +228,17 @@ class Recording:
         barrier.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
         barrier.srcAccessMask, barrier.dstAccessMask = _BARRIER_SRC, _BARRIER_DST
         compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-        # writes of earlier submissions and of the host become visible here
-        lib.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
-                                 compute, 0, 1, barrier, 0, null, 0, null)
+        host = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT
+
+        def opening():
+            # writes of earlier submissions and of the host become visible here
+            lib.vkCmdPipelineBarrier(cb, host, compute, 0, 1, barrier, 0, null, 0, null)
+
+        def closing():
+            # results become visible to the host and to later transfers
+            lib.vkCmdPipelineBarrier(cb, compute | vk.VK_PIPELINE_STAGE_TRANSFER_BIT, host,
+                                     0, 1, barrier, 0, null, 0, null)
+        opening()
         self.barriers = 0
         maxx, maxy = dev.max_workgroup_count[0], dev.max_workgroup_count[1]
         if profile:
@@ -249,11 +302,50 @@ class Recording:
                 lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
             full()
 
+        def while_step(lp: WhileLoop, stamp: bool) -> None:
+            for v in (v for ds in flat(lp.body) for v in ds.zero):
+                lib.vkCmdFillBuffer(cb, v.vkbuf, v.offset, v.nbytes, 0)
+            full()
+            emit(lp.body, stamp)
+            full()
+            copies(plain(lp.post), 0)
+
+        def while_(lp: WhileLoop, stamp: bool) -> None:
+            """before and one step here; then this command buffer ends, the host reads
+            the flag and runs chunks while it holds (`_WhileRun`), and a new one begins."""
+            nonlocal cb
+            full()
+            copies(plain(lp.before), 0)
+            while_step(lp, stamp)
+            full()
+            closing()
+            _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+            run = chunks.get(id(lp))
+            if run is None:
+                outer, made = cb, []
+                for k in _dispatch.WHILE_CHUNKS:
+                    cb = begin()
+                    opening()
+                    for _ in range(k):
+                        while_step(lp, False)
+                    full()
+                    closing()
+                    _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+                    made.append((k, cb))
+                cb = outer
+                run = chunks[id(lp)] = _WhileRun(lp, made)
+            self.segments += [cb, run]
+            cb = begin()
+            opening()
+
         def emit(items: list, stamp: bool) -> None:
             hz = hazards.get(id(items))
             if hz is None:
                 hz = hazards[id(items)] = barriers_before(items)
             for ds, hazard in zip(items, hz):
+                if isinstance(ds, WhileLoop):
+                    while_(ds, stamp)
+                    continue
                 if isinstance(ds, Loop):
                     loop(ds, stamp)
                     continue
@@ -277,6 +369,9 @@ class Recording:
         lib.vkCmdPipelineBarrier(cb, compute, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
                                  0, 1, barrier, 0, null, 0, null)
         _check(lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+        self.segments.append(cb)
+        if len(self.segments) > 1:
+            self.cb = None          # several submissions: `run`
 
     def _push_addresses(self, cb, ds: Dispatch) -> None:
         """Push the device addresses of a dispatch's bindings reached by address, in
@@ -310,7 +405,22 @@ class Recording:
 
     def submit(self) -> None:
         """Run the recording and wait."""
-        self.rt.submit([self.cb])
+        self.run([], [], True)
+
+    def run(self, before: list, after: list, wait: bool = True) -> int:
+        """Submit command buffers `before`, the recording, then `after`; the ticket of the
+        last submission. With while loops, every submission but the last waits (the host
+        reads a loop's predicate between them)."""
+        rt, segs = self.rt, self.segments
+        if len(segs) == 1:
+            return rt.submit(before + [segs[0]] + after, wait=wait)
+        rt.submit(before + [segs[0]], wait=True)
+        t = 0
+        for i in range(1, len(segs), 2):
+            segs[i].run(rt)
+            last = i + 2 >= len(segs)
+            t = rt.submit([segs[i + 1]] + (after if last else []), wait=wait or not last)
+        return t
 
     def kernel_times(self) -> list[tuple[str, float]]:
         """(kernel name, seconds) per dispatch of the last submission of a recording made
@@ -338,7 +448,8 @@ class Recording:
             for view in views:
                 vk.vkDestroyBufferView(d, view, None)
         try:
-            rt.free_commands(self._cbs)
+            for cbs in self._all_cbs:
+                rt.free_commands(cbs)
             rt.defer(destroy)
         except Exception:
             pass

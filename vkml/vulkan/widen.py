@@ -30,7 +30,7 @@ from ..trace.ops import OpKind, SPECS
 from .regions import MOVES      # the operators a region applies as strided loads
 
 NATIVE = frozenset({"elementwise", "fill", None})    # families that take 16-bit floats as they are
-LOOPS = frozenset({OpKind.Scan, OpKind.Part})   # a Scan's body is lowered (and widened) on its own
+LOOPS = frozenset({OpKind.Scan, OpKind.While, OpKind.Part})   # a loop's body is lowered (and widened) on its own
 
 
 def coop_native(op: OpKind, ins) -> bool:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ...trace import dtypes as dt
-from ..dispatch import Loop, View, flat, view_of
+from ...trace.control import WHILE_REVERSE, gated_step
+from ..dispatch import Loop, View, WhileLoop, flat, view_of
 
 
 class _Stand:
@@ -100,6 +101,45 @@ def lower_scan(rt, node, ins: Sequence[View], outs: Sequence[View], checks: list
     writes = tuple(range(len(reads), len(reads) + len(outs)))
     del n_in
     return Loop(body_ds, T, bool(a["reverse"]), before, pre, post, reads + list(outs), writes, held)
+
+
+def lower_while(rt, node, ins: Sequence[View], outs: Sequence[View], checks: list,
+                lower_graph: Callable) -> WhileLoop:
+    """The WhileLoop computing a While node: its gated step (`trace.control.gated_step`)
+    lowered once against stand-ins, moved onto the loop's constants and onto the buffers
+    of its results (the carries live there from the start, so the last step leaves the
+    results in place); a step's post copies move the new carries over the old and its
+    any-lane predicate into a host-mapped flag."""
+    a = node.attrs
+    if a.get("transpose") is not None:
+        raise ValueError(WHILE_REVERSE)
+    nc, nk = a["n_consts"], a["n_carry"]
+    step = gated_step(a["body"], a["cond"], nc, nk)
+    stands = [_Stand(_nbytes(i)) for i in step.inputs]
+    low = lower_graph(rt, step, stands)
+    checks.extend(low.checks)
+    held: list = [low]
+    target = {id(st.block): (ins[k] if k < nc else outs[k - nc]) for k, st in enumerate(stands)}
+
+    def move(v: View) -> View:
+        t = target.get(v.region)
+        if t is None:
+            return v
+        return View(t.vkbuf, t.offset + v.offset, v.nbytes, t.region, v.shape, v.dtype)
+
+    body_ds = Loop(low.dispatches, 0, False, [], [], [], [], (), held).moved(move).body
+    go = step.outputs[nk]
+    flag = rt.allocator.alloc(_nbytes(go), "while flag", host=True)
+    held.append(flag)
+    before = [(ins[nc + k], outs[k], 0, 0) for k in range(nk) if outs[k].nbytes]
+    post = []
+    for j, (o, res) in enumerate(zip(step.outputs, low.outputs)):
+        dst = outs[j] if j < nk else view_of(flag, o.shape, o.dtype)
+        if dst.nbytes:      # the step's outputs are computed (Where, Max or Copy nodes)
+            post.append((view_of(res, o.shape, o.dtype), dst, 0, 0))
+    reads = list(ins)
+    writes = tuple(range(len(reads), len(reads) + len(outs)))
+    return WhileLoop(body_ds, 0, False, before, [], post, reads + list(outs), writes, held, (), flag)
 
 
 def body_zero(loop: Loop) -> list[View]:
