@@ -372,6 +372,9 @@ class Recording:
         self.segments.append(cb)
         if len(self.segments) > 1:
             self.cb = None          # several submissions: `run`
+        # the nested recorders refer to each other (and to self) through their cells:
+        # break that cycle so a dropped recording is freed at once, not at the next gc
+        emit = loop = while_ = while_step = begin = None
 
     def _push_addresses(self, cb, ds: Dispatch) -> None:
         """Push the device addresses of a dispatch's bindings reached by address, in
