@@ -30,6 +30,7 @@ from ..trace.graph import Graph, Node
 from ..trace.ops import LOOPS, OpKind, SPECS, loop_outputs
 from ..trace.shapes import size_of
 from . import fusion, merge
+from .split_k import max_k, split_k
 from .widen import widen
 from .dispatch import CHECK_WORDS, Check, Dispatch, Loop, View, arm, barriers_before, raise_checks, view_of
 from .kernels import Kernel
@@ -305,6 +306,8 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
     # 16-bit floats: every family but the elementwise one computes them in float32
     graph = widen(graph, rt.dev.profile.fuse, rt.dev.profile.matmul_coop)
+    # contractions longer than a driver's loop limit lets one kernel run, in chunks
+    graph = split_k(graph, max_k(rt.dev.profile.loop_limit, rt.dev.subgroup_size))
     # no allocation holds more than `chunk`: a larger arena is several, each value in one
     chunk = min(rt.dev.max_allocation, rt.dev.max_buffer_size) // ALIGN * ALIGN
     p = plan(graph, profile=rt.dev.profile, chunk=chunk)
