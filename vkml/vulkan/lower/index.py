@@ -295,15 +295,23 @@ def scatter_runs_program(T: str, wide: bool = False, reduce: str = "add") -> Pro
     (0, 4)
     """
     p = Program("ScatterAddRuns" if reduce == "add" else f"Scatter{reduce.capitalize()}Runs")
-    p.meta = Meta(*_SCATTER_META)
+    p.meta = Meta(*_SCATTER_META, ("skip", 1), ("span", 1), ("resume", 1))
     dst = p.buffer("dst", T)
     src = p.buffer("src", T, readonly=True)
     pairs = p.buffer("pairs", "ivec2", readonly=True)
     starts = p.buffer("starts", "int", readonly=True)
     acc, err = _accumulator(p, T, wide, reduce)
     v = f"{src}[(b * m + {pairs}[t].y) * inner + i]"
+    # one pass folds at most `span` of a run's terms (a loop-limited driver, `_scatter_add`);
+    # a resumed pass starts from what the passes before it stored, so the terms are still
+    # folded in index order
     p.main(*_decode(p), acc,
-           f"for (int t = {starts}[p]; t < {starts}[p + 1]; ++t) {_combine(T, reduce, v)}",
+           f"int t0 = {starts}[p] + {p.m('skip')}, t1 = min(t0 + {p.m('span')}, {starts}[p + 1]);",
+           f"if ({p.m('resume')} != 0) {{",
+           "  if (t0 >= t1) return;",
+           f"  acc = {dst}[o];",
+           "}",
+           f"for (int t = t0; t < t1; ++t) {_combine(T, reduce, v)}",
            *_store(dst, err))
     return p
 
@@ -398,7 +406,13 @@ def _scatter_add(node, ins, out, ctx) -> None:
     ctx.dispatch(ctx.kernel(run_starts_program()), {"m": m, "size": size}, [starts, bufs[cur]],
                  threads=size + 1)
     k = ctx.kernel(scatter_runs_program(T, bool(err), reduce))
-    ctx.dispatch(k, meta, [out, src, bufs[cur], starts] + err, threads=out.size)
+    # lavapipe ends an invocation's loops after `Profile.loop_limit` heads, silently: a
+    # destination with more contributions folds them over several passes
+    limit = ctx.profile.loop_limit
+    span = min(m, limit // 2) if limit else m
+    for q in range(-(-m // span)):
+        ctx.dispatch(k, {**meta, "skip": q * span, "span": span, "resume": int(q > 0)},
+                     [out, src, bufs[cur], starts] + err, threads=out.size)
 
 
 def index_error(what: str, value: int, size: int, axis: int | None, ignore: int | None = None) -> IndexError:
