@@ -49,3 +49,23 @@ def test_int_scatter_with_a_long_run_is_exact():
     idx = np.zeros((1 << 17) + 1, np.int32)
     got = vnp.zeros(2, dtype=vnp.int32).at[vnp.asarray(idx)].add(vnp.ones(idx.size, dtype=vnp.int32))
     assert np.asarray(got).tolist() == [idx.size, 0]
+
+
+def test_window_larger_than_the_loop_limit():
+    import vkml.nn.functional as F
+    n = 260                            # a 260 x 260 window: 67,860 loop heads in one invocation
+    x = R.integers(0, 5, (1, 2, n, n)).astype(np.float32)
+    x[0, 0, -1, -1], x[0, 1, 3, 2] = 9.0, 8.0
+    X = vnp.asarray(x)
+    y, i = F.max_pool2d(X, n, return_indices=True)
+    np.testing.assert_array_equal(np.asarray(y).ravel(), [9.0, 8.0])
+    np.testing.assert_array_equal(np.asarray(i).ravel(), [n * n - 1, 3 * n + 2])
+    scale = vnp.asarray(np.array([2.0, 3.0], np.float32).reshape(1, 2, 1, 1))
+    g = np.asarray(vkml.grad(lambda v: vnp.sum(F.max_pool2d(v, n) * scale))(X))
+    want = np.zeros_like(x)
+    want[0, 0, -1, -1], want[0, 1, 3, 2] = 2.0, 3.0
+    np.testing.assert_array_equal(g, want)
+    # the convolution's input gradient (Col2Im) walks the same window
+    w = R.integers(-1, 2, (1, 2, n, n)).astype(np.float32)
+    gx = vkml.grad(lambda v: vnp.sum(F.conv2d(v, vnp.asarray(w))))(X)
+    np.testing.assert_array_equal(np.asarray(gx), w)

@@ -12,7 +12,7 @@ decoding divides by (`_DIVISORS`).
 
 >>> p = window_max_program("MaxPool2d", "float")
 >>> [b.name for b in p.bindings], p.meta.size
-(['pooled', 'img'], 34)
+(['pooled', 'img'], 37)
 """
 from __future__ import annotations
 
@@ -30,7 +30,10 @@ from .vectors import pack, wide_type
 # first (a negative x gives a value that is not used).
 _DIVISORS = ("L", "CK", "KK", "KW", "OW", "W", "H", "SH", "SW", "OH")
 _SIZES = ("C", "H", "W", "OH", "OW", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW")
-GEOMETRY = Meta(("total", 1), *((s, 1) for s in _SIZES), *((f"div_{d}", 2) for d in _DIVISORS))
+# band = the kernel rows [ki0, ki1) one dispatch walks, resume = whether it continues from
+# what the dispatches of the rows before it stored (`_bands`)
+GEOMETRY = Meta(("total", 1), *((s, 1) for s in _SIZES), *((f"div_{d}", 2) for d in _DIVISORS),
+                ("band", 2), ("resume", 1))
 
 
 def _div(x: str, d: str) -> str:
@@ -56,6 +59,7 @@ def _start(name: str, per_thread: int = 1) -> tuple[Program, list[str]]:
     divs = [f"m{d} = {m(f'div_{d}', 0)}, s{d} = {m(f'div_{d}', 1)}" for d in _DIVISORS]
     for i in range(0, len(divs), 3):
         lines.append("int " + ", ".join(divs[i:i + 3]) + ";")
+    lines.append(f"int KI0 = {m('band', 0)}, KI1 = {m('band', 1)}; bool RESUME = {m('resume')} != 0;")
     return p, lines
 
 
@@ -106,8 +110,9 @@ def im2col_program(T: str, W: int = 1) -> Program:
 
 def _windows_of_pixel(body: str) -> list[str]:
     """The loop over the windows that contain input pixel (h, w) of plane nc, in
-    increasing (oh, ow) order; body sees ki, kj, oh, ow."""
-    return ["for (int ki = KH - 1; ki >= 0; --ki) {",
+    increasing (oh, ow) order, for kernel rows in the band [KI0, KI1); body sees ki, kj,
+    oh, ow."""
+    return ["for (int ki = KI1 - 1; ki >= KI0; --ki) {",
             "  int hh = h + PH - ki * DH;",
             "  if (hh < 0) continue;",
             f"  int oh = {_div('hh', 'SH')};",
@@ -140,23 +145,25 @@ def col2im_program(T: str) -> Program:
     p, head = _start("Col2Im")
     img = p.buffer("img", T)
     cols = p.buffer("cols", T, readonly=True)
-    p.main(*head, "int L = OH * OW;", *_pixel(T),
+    p.main(*head, "int L = OH * OW;", *_pixel(T), f"if (RESUME) acc = {img}[o];",
            *_windows_of_pixel(f"acc += {cols}[((nc * KH + ki) * KW + kj) * L + oh * OW + ow];"),
            f"{img}[o] = acc;")
     return p
 
 
-def _window_max(T: str, x: str) -> list[str]:
+def _window_max(T: str, x: str, resume: list[str]) -> list[str]:
     """The window's maximum m and the offset arg = ki*KW+kj of its first maximum
     (row-major within the window; a NaN is the maximum and the first NaN wins; padding
-    is skipped, i.e. -inf) for output o. arg stays -1 only for a window that lies wholly
-    in the padding. No nan test on integers."""
+    is skipped, i.e. -inf) for output o, over the kernel rows of the band; resume: lines
+    that set m and arg from the rows before it. arg stays -1 only for a window that lies
+    wholly in the padding. No nan test on integers."""
     better = "v > m" if T == "int" else "(!isnan(m) && (v > m || isnan(v)))"
     return [f"int t = {_div('o', 'OW')}; int ow = o - t * OW;",
             f"int nc = {_div('t', 'OH')}; int oh = t - nc * OH;",
             f"{T} m = {_NEG_INF[T]};",
             "int arg = -1;",
-            "for (int ki = 0; ki < KH; ++ki) {",
+            "if (RESUME) {", *("  " + r for r in resume), "}",
+            "for (int ki = KI0; ki < KI1; ++ki) {",
             "  int h = oh * SH - PH + ki * DH;",
             "  if (h < 0 || h >= H) continue;",
             "  for (int kj = 0; kj < KW; ++kj) {",
@@ -186,7 +193,15 @@ def window_max_program(name: str, T: str) -> Program:
     else:
         raise ValueError(f"window: no window-max kernel {name!r}")
     x = p.buffer("img", T, readonly=True)
-    p.main(*head, "int o = int(gi);", *_window_max(T, x), f"{y}[o] = {store};")
+    if name == "MaxPool2d":
+        # any stored value but the identity came from a real pixel, which a later one
+        # must beat (a NaN stays); the identity is replaced as at the start
+        resume = [f"m = {y}[o];", f"arg = m == {_NEG_INF[T]} ? -1 : 0;"]
+    else:
+        resume = [f"arg = {y}[o];",
+                  f"if (arg >= 0) {{ int ki = {_div('arg', 'KW')}; int kj = arg - ki * KW;",
+                  f"  m = {x}[(nc * H + oh * SH - PH + ki * DH) * W + ow * SW - PW + kj * DW]; }}"]
+    p.main(*head, "int o = int(gi);", *_window_max(T, x, resume), f"{y}[o] = {store};")
     return p
 
 
@@ -202,7 +217,7 @@ def pool_backward_program(T: str) -> Program:
     dx = p.buffer("dx", T)
     dy = p.buffer("dy", T, readonly=True)
     argm = p.buffer("argm", "int", readonly=True)
-    p.main(*head, *_pixel(T),
+    p.main(*head, *_pixel(T), f"if (RESUME) acc = {dx}[o];",
            *_windows_of_pixel(f"int wi = (nc * OH + oh) * OW + ow; if ({argm}[wi] == ki * KW + kj) "
                               f"acc += {dy}[wi];"),
            f"{dx}[o] = acc;")
@@ -221,7 +236,25 @@ def _meta(total: int, x_shape: tuple, out_hw: tuple, attrs: dict) -> dict:
                 DH=dh, DW=dw)
     for d in _DIVISORS:
         meta[f"div_{d}"] = divisor(max(sizes[d], 1))     # a size of 0 makes no threads
+    meta["band"], meta["resume"] = (0, kh), 0
     return meta
+
+
+def _bands(ctx, k, meta: dict, views: list, threads: int, descending: bool = False) -> None:
+    """Dispatch k over the kernel rows in bands that keep every invocation's loop heads
+    (about KW + 1 a row) within the driver's loop limit (`Profile.loop_limit`; lavapipe
+    ends longer loops silently), each band resuming from the one before; one dispatch
+    where there is no limit. descending: the kernel walks rows from the last (Col2Im)."""
+    kh, kw = meta["KH"], meta["KW"]
+    limit = ctx.profile.loop_limit // 2
+    rows = kh if not limit else limit // (kw + 1)
+    if rows < 1:
+        raise ValueError(f"window: a kernel row of {kw} is longer than this device's loop limit "
+                         f"({ctx.profile.loop_limit} iterations) lets one invocation walk; "
+                         f"valid: kernel width < {limit - 1}")
+    bands = [(a, min(a + rows, kh)) for a in range(0, kh, rows)] or [(0, 0)]
+    for q, band in enumerate(reversed(bands) if descending else bands):
+        ctx.dispatch(k, {**meta, "band": band, "resume": int(q > 0)}, views, threads=threads)
 
 
 def scratch_bytes(node, profile=None) -> int:
@@ -261,20 +294,20 @@ def lower(node, ins, out, ctx) -> None:
     elif op is OpKind.Col2Im:
         oh, ow = _out_hw(out.shape, a)
         k = ctx.kernel(col2im_program(T))
-        ctx.dispatch(k, _meta(out.size, out.shape, (oh, ow), a), [out, ins[0]], threads=out.size)
+        _bands(ctx, k, _meta(out.size, out.shape, (oh, ow), a), [out, ins[0]], out.size, descending=True)
     elif op is OpKind.MaxPool2d:
         x = ins[0]
         k = ctx.kernel(window_max_program("MaxPool2d", T))
-        ctx.dispatch(k, _meta(out.size, x.shape, out.shape[2:], a), [out, x], threads=out.size)
+        _bands(ctx, k, _meta(out.size, x.shape, out.shape[2:], a), [out, x], out.size)
     elif op is OpKind.MaxPool2dBackward:
         x, g = ins
         argm = ctx.scratch.sub(0, 4 * g.size, (g.size,), dt.int32)
         # pass 1: each window's argmax once, so pass 2 does not redo kh*kw work per visit
         k = ctx.kernel(window_max_program("MaxPool2dArgmax", T))
-        ctx.dispatch(k, _meta(g.size, x.shape, g.shape[2:], a), [argm, x], threads=g.size)
+        _bands(ctx, k, _meta(g.size, x.shape, g.shape[2:], a), [argm, x], g.size)
         # pass 2: each input pixel sums g over the windows whose argmax it is
         k = ctx.kernel(pool_backward_program(T))
-        ctx.dispatch(k, _meta(out.size, x.shape, g.shape[2:], a), [out, g, argm], threads=out.size)
+        _bands(ctx, k, _meta(out.size, x.shape, g.shape[2:], a), [out, g, argm], out.size, descending=True)
     else:
         raise NotImplementedError(f"window family: no lowering for {op.value}")
 
