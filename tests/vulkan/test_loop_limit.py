@@ -69,3 +69,12 @@ def test_window_larger_than_the_loop_limit():
     w = R.integers(-1, 2, (1, 2, n, n)).astype(np.float32)
     gx = vkml.grad(lambda v: vnp.sum(F.conv2d(v, vnp.asarray(w))))(X)
     np.testing.assert_array_equal(np.asarray(gx), w)
+
+
+@pytest.mark.parametrize("shape", [(64, 30000)])
+def test_softmax_rows_longer_than_one_thread_may_sweep(shape):
+    import vkml.nn.functional as F
+    x = R.normal(size=shape).astype(np.float32)
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(F.softmax(vnp.asarray(x), axis=-1)), want, rtol=2e-5, atol=1e-9)

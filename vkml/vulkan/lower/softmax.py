@@ -205,15 +205,26 @@ def _split_out(op: OpKind, T: str) -> Program:
     return write
 
 
-def _chunks(rows: int, N: int, layout: str) -> tuple[int, int]:
+def _sweep_max(limit: int) -> int:
+    """The longest row (or chunk) one thread sweeps three times within a driver's loop
+    limit (`Profile.loop_limit`, lavapipe's: past it every loop of the invocation ends,
+    silently), with room to spare; no bound (0) where there is no limit."""
+    return limit // 6 if limit else 0
+
+
+def _chunks(rows: int, N: int, layout: str, limit: int = 0) -> tuple[int, int]:
     """(S, C): chunks per row and their length, for rows long enough to split."""
     S = min(cdiv(N, SPLIT_CHUNK), max(1, STREAMS[layout] // rows))
+    if limit:
+        S = max(S, cdiv(N, _sweep_max(limit)))
     C = cdiv(N, S)
     return cdiv(N, C), C
 
 
-def _use_split(rows: int, N: int, layout: str) -> bool:
-    return N >= SPLIT_MIN_N and rows < SPLIT_MAX_ROWS[layout]
+def _use_split(rows: int, N: int, layout: str, limit: int = 0) -> bool:
+    """Whether rows are split: a few long ones, or (a loop-limited driver) any row one
+    thread could not sweep."""
+    return (N >= SPLIT_MIN_N and rows < SPLIT_MAX_ROWS[layout]) or bool(limit and N > _sweep_max(limit))
 
 
 def scratch_bytes(node, profile=None) -> int:
@@ -232,9 +243,10 @@ def scratch_bytes(node, profile=None) -> int:
         from ..device import get
         profile = get().profile
     A, N, B = rows_of(node.shape, node.attrs["axis"])
-    if not _use_split(A * B, N, profile.layout):
+    limit = getattr(profile, "loop_limit", 0)
+    if not _use_split(A * B, N, profile.layout, limit):
         return 0
-    S, _ = _chunks(A * B, N, profile.layout)
+    S, _ = _chunks(A * B, N, profile.layout, limit)
     isz = dt.itemsize(node.dtype)
     return 2 * round_up(A * B * S * isz) + 2 * round_up(A * B * isz)
 
@@ -252,9 +264,9 @@ def lower(node, ins, out, ctx) -> None:
     A, N, B = rows_of(x.shape, node.attrs["axis"])
     rows = A * B
     T = dt.glsl_type(x.dtype)
-    layout = ctx.profile.layout
-    if _use_split(rows, N, layout):
-        S, C = _chunks(rows, N, layout)
+    layout, limit = ctx.profile.layout, ctx.profile.loop_limit
+    if _use_split(rows, N, layout, limit):
+        S, C = _chunks(rows, N, layout, limit)
         isz = dt.itemsize(x.dtype)
         sizes = [rows * S * isz] * 2 + [rows * isz] * 2
         views, off = [], 0
