@@ -43,6 +43,14 @@ __all__ = ["MAX_RANK", "SHADERS", "bcast_layout", "collapse", "expression", "int
 MAX_RANK = 8
 
 
+def _precise(T: str) -> str:
+    """`precise ` for a float value of a fused region: no multiply and add of one region
+    may be contracted into an fma (NVIDIA's compiler does, lavapipe does not), so a fused
+    chain gives bit for bit what the same operators give one kernel each (eager, lazy and
+    jitted programs whose fusion differs agree, and a resumed optimizer matches)."""
+    return "precise " if T in ("float", "double") else ""
+
+
 def collapse(shape: Sequence[int], layouts: Sequence[Sequence[int]]):
     """Merge adjacent axes that are contiguous for every operand; drop size-1 axes.
 
@@ -179,7 +187,7 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
                 if dt.is_low(out_dt) and round_each:
                     e = lowp.round_value(out_dt, e)
                     exact.add(i)
-                lines.append(f"  {T} v{i} = {e};")
+                lines.append(f"  {_precise(T)}{T} v{i} = {e};")
                 names[i] = f"v{i}"
                 continue
             ex = op_expr(op, in_dt, out_dt, attrs)
@@ -194,7 +202,7 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
             elif dt.is_low(out_dt) and round_each:
                 e = lowp.round_value(out_dt, e)     # float32 result rounded once
                 exact.add(i)
-            lines.append(f"  {T} v{i} = {T}({e});")
+            lines.append(f"  {_precise(T)}{T} v{i} = {T}({e});")
             names[i] = f"v{i}"
     T = dt.compute_type(reg.dtype)
     src = (f"{T} {name}({', '.join(params)}) {{\n" + "".join(l + "\n" for l in lines)
