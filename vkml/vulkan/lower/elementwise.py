@@ -159,8 +159,8 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
     >>> src, math = region_function(build_region(g.outputs[0], lambda n: n.op is not OpKind.Input), "f")
     >>> print(src, math)
     float f(float a0) {
-      float v1 = float(vk_exp(a0));
-      float v3 = float((v1 * 2.0));
+      precise float v1 = float(vk_exp(a0));
+      precise float v3 = float((v1 * 2.0));
       return float(v3);
     }
      True
