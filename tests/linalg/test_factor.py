@@ -131,37 +131,6 @@ def test_gradients_order2():
     check_grads(lambda a: la.matrix_power(a, -2), [a[1]], order=2)
 
 
-def _expm64(a):
-    """float64 oracle: scaling and squaring around a 30-term Taylor series."""
-    s = max(0, int(np.ceil(np.log2(max(np.abs(a).sum(-2).max(), 1e-300)))) + 1)
-    b = a / 2.0 ** s
-    out, term = np.eye(a.shape[-1]), np.eye(a.shape[-1])
-    for k in range(1, 30):
-        term = term @ b / k
-        out = out + term
-    for _ in range(s):
-        out = out @ out
-    return out
-
-
-def test_expm_values_batched_and_scaled():
-    from vkml.scipy.linalg import expm
-    # a small norm (no squaring), a large one (several squarings) and a nilpotent one
-    a = np.stack([R.normal(size=(4, 4)) * 0.1, R.normal(size=(4, 4)) * 3.0,
-                  np.triu(R.normal(size=(4, 4)), 1)])
-    got = expm(v(a)).numpy()
-    for g, x in zip(got, a):
-        close(g, _expm64(x), F64, 100)
-    close(expm(v(a[0], F32)).numpy(), _expm64(a[0]), F32)
-
-
-def test_expm_gradients_order2():
-    from vkml.scipy.linalg import expm
-    w = v(R.normal(size=(3, 3)))
-    # past one squaring: the masked squarings differentiate as the ones taken
-    check_grads(lambda a: vnp.sum(expm(a) * w), [v(R.normal(size=(3, 3)))], order=2)
-
-
 def test_hessian_of_slogdet():
     """d^2 log|det A| / dA_ij dA_kl = -inv(A)_jk inv(A)_li."""
     a = well(3, 3)

@@ -180,3 +180,9 @@ def test_expm():
     close(sl.expm(v(a[1], F32)), expm_ref(a[1]), F32, 10)
     with pytest.raises(ShapeError, match="expm: a must be a square matrix"):
         sl.expm(vnp.ones((2, 3)))
+
+
+def test_expm_gradients_order2():
+    # a norm past one squaring: the masked squarings differentiate as the ones taken
+    w = v(R.normal(size=(3, 3)))
+    check_grads(lambda a: vnp.sum(sl.expm(a) * w), [v(R.normal(size=(3, 3)))], order=2)
