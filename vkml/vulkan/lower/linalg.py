@@ -1010,6 +1010,8 @@ def lower(node, ins, out, ctx) -> None:
         return
     T, n, k, mode, LS, glob = _ge_plan(node)
     store = _store(prof, op, n, k, not glob, dt.itemsize(x.dtype))
+    # a matrix too large for shared memory may still be held by its own invocation
+    glob = store == "global"
     H = workgroup(n)
     if not glob:
         _check_limit(prof, op, n, k, 1 if store == "private" else H)
