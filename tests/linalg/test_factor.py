@@ -186,3 +186,12 @@ def test_large_systems_past_one_kernels_loop_budget():
     t = well(400, 400)
     close(solve_triangular(v(t, F32), v(b[:1].repeat(400, 0)[:, :1], F32), lower=True),
           np.linalg.solve(np.tril(t), np.full((400, 1), b[0, 0])), F32, 10)
+
+
+def test_float64_past_shared_memory_held_per_invocation():
+    """A float64 40x40 matrix does not fit 16 KiB of shared memory but is small enough for
+    the one-invocation-per-matrix kernels (CPU devices): they must not be handed the device-
+    memory kernels' scratch. Every step pivots (rows permuted), and 32 right-hand sides."""
+    a, b = well(2, 40, 40)[:, R.permutation(40)], R.normal(size=(2, 40, 32))
+    close(la.det(v(a)), np.linalg.det(a), F64, 100)
+    close(la.solve(v(a[:, :, :30], F64)[:, :30], v(b[:, :30])), np.linalg.solve(a[:, :30, :30], b[:, :30]), F64, 100)

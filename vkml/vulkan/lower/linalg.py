@@ -459,8 +459,6 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
         R = lambda r, c: f"sh[({r}) * w + ({c})]"                  # noqa: E731
         PM = lambda q, i: f"pm[({q}) * n + ({i})]"                 # noqa: E731
     H, bar = _frame(p, store, H, T, LS)
-    if store == "private" and pivoting:
-        p.main(f"int pm[{2 * NM}];")
     p.main("int w = n + k;",
            "int ab = mat * n * n; int wb = mat * n * w; int pb = mat * 2 * n;")
     if mode == "lu":
@@ -483,6 +481,9 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
         return p
     load_b = (f"  for (int c = 0; c < k; ++c) {R('r', 'n + c')} = {b}[mat * n * k + r * k + c];"
               if mode == "solve" else "")
+    if store == "private":
+        _ge_private(p, mode, T, R, o, a, load_b)
+        return p
     p.main(f"if (load != 0) for (int r = l; r < n; r += {H}) {{",
            f"  for (int c = 0; c < n; ++c) {R('r', 'c')} = {a}[ab + r * n + c];",
            load_b,
@@ -507,17 +508,56 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
            f"  {bar}",
            "}")
     if mode == "solve":
-        X = lambda i: f"{o}[mat * n * k + ({i}) * k + c]"           # noqa: E731
+        # x_i replaces b_i in the working matrix (column n + c of row r_i), and the
+        # substitution reads x from there: an access to the output buffer at a per-matrix
+        # offset is a load per lane on a CPU device, the working matrix's often is not
+        X = lambda i: R(PM('fin', i), 'n + c')                      # noqa: E731
         p.main("int fin = n & 1;",
                f"for (int c = l; c < k; c += {H}) {{",
                "  for (int i = r1 - 1; i >= r0; --i) {",
                f"    int r = {PM('fin', 'i')};",
                f"    {T} s = {R('r', 'n + c')};",
                f"    for (int q = i + 1; q < n; ++q) s -= {R('r', 'q')} * {X('q')};",
-               f"    {X('i')} = s / {R('r', 'i')};",
+               f"    s /= {R('r', 'i')};",
+               f"    {R('r', 'n + c')} = s; {o}[mat * n * k + i * k + c] = s;",
                "  }",
                "}")
     return p
+
+
+def _ge_private(p: Program, mode: str, T: str, R, o: str, a: str, load_b: str) -> None:
+    """The pivoted elimination ("solve", "pivots") of one matrix per invocation, rows
+    swapped in place. A row map (the shared-memory kernels' way of not moving rows) makes
+    every access to the working matrix an index that differs between the matrices of a
+    SIMD group, one scalar load per lane on a CPU device; with the rows swapped, only the
+    swap itself is indexed per matrix and the elimination's and the substitution's loops
+    read and write at the same index in every lane (vector accesses)."""
+    p.main("for (int r = 0; r < n; ++r) {",
+           f"  for (int c = 0; c < n; ++c) {R('r', 'c')} = {a}[ab + r * n + c];",
+           load_b,
+           "}",
+           "for (int j = 0; j < n; ++j) {",
+           "  // the first largest |value| (LAPACK's pivot)",
+           f"  int p = j; {T} best = abs({R('j', 'j')});",
+           f"  for (int i = j + 1; i < n; ++i) {{ {T} v = abs({R('i', 'j')}); if (v > best) {{ best = v; p = i; }} }}",
+           *([f"  {o}[mat * n + j] = p;"] if mode == "pivots" else []),
+           "  // columns left of j are never read again",
+           f"  for (int c = j; c < w; ++c) {{ {T} t = {R('j', 'c')}; {R('j', 'c')} = {R('p', 'c')}; {R('p', 'c')} = t; }}",
+           f"  {T} piv = {R('j', 'j')};",
+           "  for (int i = j + 1; i < n; ++i) {",
+           f"    {T} f = {R('i', 'j')} / piv;",
+           f"    for (int c = j + 1; c < w; ++c) {R('i', 'c')} -= f * {R('j', 'c')};",
+           "  }",
+           "}")
+    if mode == "solve":
+        p.main("for (int c = 0; c < k; ++c) {",
+               "  for (int i = n - 1; i >= 0; --i) {",
+               f"    {T} s = {R('i', 'n + c')};",
+               f"    for (int q = i + 1; q < n; ++q) s -= {R('i', 'q')} * {R('q', 'n + c')};",
+               f"    s /= {R('i', 'i')};",
+               f"    {R('i', 'n + c')} = s; {o}[mat * n * k + i * k + c] = s;",
+               "  }",
+               "}")
 
 
 # --------------------------------------------------------------------------- stepwise elimination
@@ -851,10 +891,12 @@ def iterations(op: OpKind, n: int, k: int, H: int) -> int:
     invocation together) cannot run a kernel past it.
 
     >>> iterations(OpKind.Cholesky, 32, 0, 1), iterations(OpKind.Solve, 32, 1, 1)
-    (8565, 14603)
+    (8565, 14113)
     """
     if op is OpKind.TriangularSolve:
         return n * n // 2 + n
+    if H == 1 and op in (OpKind.Solve, OpKind.LuPivots):
+        return _private_iterations(n, k if op is OpKind.Solve else 0)
     rows = -(-n // H)
     if op is OpKind.Cholesky:
         upd = n ** 3 // 6 if H == 1 else rows * n * n // 2
@@ -863,6 +905,13 @@ def iterations(op: OpKind, n: int, k: int, H: int) -> int:
     elim = n * n * w // 2 - n ** 3 // 6 if H == 1 else rows * (n * w - n * n // 2)
     scan = 0 if op is OpKind.Lu else n * n // 2
     return elim + scan + 2 * rows * w + -(-k // H) * n * n // 2 + n
+
+
+def _private_iterations(n: int, k: int) -> int:
+    """The loop iterations of `_ge_private`'s kernel, exactly (its loops, head by head)."""
+    w = n + k
+    steps = sum(2 * (n - j - 1) + (w - j) + (n - j - 1) * (w - j - 1) for j in range(n))
+    return n + n * w + n + steps + (k + k * n + k * n * (n - 1) // 2 if k else 0)
 
 
 def _store(profile, op, n: int, k: int, fits: bool, itemsize: int) -> str:
@@ -961,6 +1010,8 @@ def lower(node, ins, out, ctx) -> None:
         return
     T, n, k, mode, LS, glob = _ge_plan(node)
     store = _store(prof, op, n, k, not glob, dt.itemsize(x.dtype))
+    # a matrix too large for shared memory may still be held by its own invocation
+    glob = store == "global"
     H = workgroup(n)
     if not glob:
         _check_limit(prof, op, n, k, 1 if store == "private" else H)
