@@ -51,8 +51,10 @@ class Tensor(TensorMethods, Array):
     """
     # _version counts in-place changes; _saved holds each parent's _version when this
     # tensor was recorded, so backward() refuses values changed since (as torch does)
-    # _tp: the tensor's node on the tape (`_tape`), made when first asked for where the
-    # tensor has no history (most eager results are never a backward's operand)
+    # _tp: the tensor's node on the tape (`_tape`), made when first asked for: None for a
+    # tensor without history (most eager results are never a backward's operand), or the
+    # (operator, attributes) that recorded it: its graph Node is built only where a
+    # backward plans a program (`_build_tape`); a cached backward reads the pair itself
     __slots__ = ("requires_grad", "grad", "_tp", "_parents", "_is_leaf", "_version", "_saved")
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None):
@@ -98,9 +100,13 @@ class Tensor(TensorMethods, Array):
     def _tape(self) -> Node:
         """The tensor's node on the tape: its operator's, or an Input for a leaf."""
         n = self._tp
+        if type(n) is Node:
+            return n
         if n is None:
             n = self._tp = input_node(self.shape, self.dtype, -1)
-        return n
+            return n
+        _build_tape(self)
+        return self._tp
 
     @classmethod
     def _undefined(cls, shape=(), dtype=np.float32) -> "Tensor":
@@ -182,13 +188,14 @@ class Tensor(TensorMethods, Array):
                 raise ValueError(f"backward: gradient shape {seed.shape} does not match the tensor's "
                                  f"{self.shape}")
         # the tape: node id -> the tensor holding that node's value
+        # (by the tensor's identity: `order` keeps them alive while the ids are used)
         values: dict[int, Tensor] = {}
         stack = [self]
         while stack:
             t = stack.pop()
-            if t._tape.id in values:
+            if id(t) in values:
                 continue
-            values[t._tape.id] = t
+            values[id(t)] = t
             for p, seen in zip(t._parents, t._saved):
                 if isinstance(p, Tensor):
                     if p._version != seen:
@@ -237,18 +244,19 @@ def _tape_key(order: list, seed: Array) -> tuple | None:
     constant of some shape and dtype), and whether it is a leaf that gets a gradient; the
     seed's shape and dtype; the device profile. None where an attribute is not hashable
     (that backward is planned each time)."""
-    pos = {t._tape.id: i for i, t in enumerate(order)}
+    pos = {id(t): i for i, t in enumerate(order)}
     parts = []
     try:
         for t in order:
-            n = t._tape
             if not t._parents:
-                parts.append(("leaf", n.shape, str(n.dtype), t._is_leaf and t.requires_grad))
+                parts.append(("leaf", t.shape, str(t.dtype), t._is_leaf and t.requires_grad))
                 continue
-            src = tuple(("t", pos[p._tape.id]) if isinstance(p, Tensor) else ("c", p.shape, str(p.dtype))
+            n = t._tp
+            op, attrs = (n.op, n.attrs) if type(n) is Node else n
+            src = tuple(("t", pos[id(p)]) if isinstance(p, Tensor) else ("c", p.shape, str(p.dtype))
                         for p in t._parents)
-            attrs = tuple(sorted((k, _array._freeze(v)) for k, v in n.attrs.items()))
-            parts.append((n.op, attrs, n.shape, str(n.dtype), src, t._is_leaf and t.requires_grad))
+            attrs = tuple(sorted((k, _array._freeze(v)) for k, v in attrs.items()))
+            parts.append((op, attrs, t.shape, str(t.dtype), src, t._is_leaf and t.requires_grad))
         return (seed.shape, str(seed.dtype), tuple(parts), _array._profile())
     except TypeError:
         return None
@@ -304,27 +312,69 @@ def _node_of(v) -> Node:
                 shape=v.shape, dtype=v.dtype)
 
 
+def _build_tape(root: "Tensor") -> None:
+    """Give root, and every recorded tensor it depends on that has none yet, its graph
+    Node (parents first; iterative, a long chain is deeper than Python's recursion)."""
+    stack = [(root, False)]
+    while stack:
+        t, ready = stack.pop()
+        op = t._tp
+        if type(op) is not tuple:
+            continue
+        if not ready:
+            stack.append((t, True))
+            for p in t._parents:
+                if isinstance(p, Tensor) and type(p._tp) is tuple:
+                    stack.append((p, False))
+        else:
+            t._tp = Node(op[0], tuple([_node_of(p) for p in t._parents]), op[1], shape=t.shape,
+                         dtype=t.dtype)
+
+
 def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
     """bind() for eager operations with Tensor operands: compute now (or let it wait,
     `vkml.lazy`), record the node."""
     req = False
     for o in operands:
-        if not o._defined:
+        if o._b is None and o._lazy is None:
             raise UndefinedTensorError(f"{kind.value}: an operand tensor is undefined")
         if not req and isinstance(o, Tensor) and o.requires_grad:
             req = True
-    out = _array.apply(kind, operands, attrs, Tensor._pending)
+    if not req or not tracer._state.grad_enabled:
+        out = _array.apply(kind, operands, attrs, Tensor._pending)
+        if type(out) is not Tensor or out._lazy is None:
+            # it ran now (its value may be an operand's, passed through): a new Tensor of it
+            out = Tensor._result(out, None, (), False)
+        return out
+
+    def make(rec, shape, dtype):
+        # the waiting result with its history, in one go (an eager operator's host cost)
+        t = object.__new__(Tensor)
+        t._b, t._lazy, t._trace, t._node = None, rec, None, None
+        t.shape, t.dtype, t.grad, t._version = shape, dtype, None, 0
+        if dtype in _FLOAT_SET:
+            _history(t, kind, attrs, operands)
+        else:
+            t.requires_grad, t._tp, t._parents, t._is_leaf, t._saved = False, None, (), True, ()
+        return t
+    out = _array.apply(kind, operands, attrs, make)
     if type(out) is not Tensor or out._lazy is None:
-        # it ran now (its value may be an operand's, passed through): a new Tensor of it
         out = Tensor._result(out, None, (), False)
-    # a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad,
-    # as in PyTorch: no gradient flows through its values
-    if req and out.dtype in dt.FLOATS and tracer.grad_enabled():
-        out._tp = Node(kind, tuple([_node_of(o) for o in operands]), attrs, shape=out.shape,
-                       dtype=out.dtype)
-        out._parents, out._is_leaf, out.requires_grad = tuple(operands), False, True
-        out._saved = tuple([p._version if isinstance(p, Tensor) else 0 for p in operands])
+        if out.dtype in _FLOAT_SET:
+            _history(out, kind, attrs, operands)
     return out
+
+
+# a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad, as
+# in PyTorch: no gradient flows through its values
+_FLOAT_SET = frozenset(dt.FLOATS)
+
+
+def _history(t: Tensor, kind: OpKind, attrs: dict, operands: list) -> None:
+    """Record t as kind(operands): the pair, not a Node (built when a backward plans,
+    `_build_tape`), and each operand's version now (backward refuses one changed since)."""
+    t.requires_grad, t._tp, t._parents, t._is_leaf = True, (kind, attrs), tuple(operands), False
+    t._saved = tuple([p._version if isinstance(p, Tensor) else 0 for p in operands])
 
 
 _array._tensor_type = Tensor
