@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import array as _array
+from . import lazy as _lazy
 from . import numpy as vnp
 from .array import Array, bind, run_compiled
 from .graphs import for_execution
@@ -334,47 +335,40 @@ def _build_tape(root: "Tensor") -> None:
 def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
     """bind() for eager operations with Tensor operands: compute now (or let it wait,
     `vkml.lazy`), record the node."""
-    req = False
+    req = traced = False
     for o in operands:
         if o._b is None and o._lazy is None:
             raise UndefinedTensorError(f"{kind.value}: an operand tensor is undefined")
         if not req and isinstance(o, Tensor) and o.requires_grad:
             req = True
-    if not req or not tracer._state.grad_enabled:
+        if o._trace is not None:
+            traced = True       # `apply` raises LeakedTracerError
+    if _lazy.ENABLED and not attrs and not traced:
+        # what `apply` does for an operator without attributes (most of a model's)
+        out = _lazy.record(kind, operands, attrs, (), Tensor._pending)
+        if out is None:
+            out = _array._eager(kind, operands, attrs)
+    else:
         out = _array.apply(kind, operands, attrs, Tensor._pending)
-        if type(out) is not Tensor or out._lazy is None:
-            # it ran now (its value may be an operand's, passed through): a new Tensor of it
-            out = Tensor._result(out, None, (), False)
-        return out
-
-    def make(rec, shape, dtype):
-        # the waiting result with its history, in one go (an eager operator's host cost)
-        t = object.__new__(Tensor)
-        t._b, t._lazy, t._trace, t._node = None, rec, None, None
-        t.shape, t.dtype, t.grad, t._version = shape, dtype, None, 0
-        if dtype in _FLOAT_SET:
-            _history(t, kind, attrs, operands)
-        else:
-            t.requires_grad, t._tp, t._parents, t._is_leaf, t._saved = False, None, (), True, ()
-        return t
-    out = _array.apply(kind, operands, attrs, make)
     if type(out) is not Tensor or out._lazy is None:
+        # it ran now (its value may be an operand's, passed through): a new Tensor of it
         out = Tensor._result(out, None, (), False)
-        if out.dtype in _FLOAT_SET:
-            _history(out, kind, attrs, operands)
+    if req and out.dtype in _FLOAT_SET and tracer._state.grad_enabled:
+        # the pair, not a Node: the Node is built when a backward plans (`_build_tape`);
+        # each operand's version now (backward refuses one changed since)
+        out.requires_grad, out._tp, out._parents, out._is_leaf = True, (kind, attrs), tuple(operands), False
+        out._saved = tuple([_version(p) for p in operands]) if len(operands) != 2 else (
+            _version(operands[0]), _version(operands[1]))
     return out
+
+
+def _version(p) -> int:
+    return p._version if isinstance(p, Tensor) else 0
 
 
 # a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad, as
 # in PyTorch: no gradient flows through its values
 _FLOAT_SET = frozenset(dt.FLOATS)
-
-
-def _history(t: Tensor, kind: OpKind, attrs: dict, operands: list) -> None:
-    """Record t as kind(operands): the pair, not a Node (built when a backward plans,
-    `_build_tape`), and each operand's version now (backward refuses one changed since)."""
-    t.requires_grad, t._tp, t._parents, t._is_leaf = True, (kind, attrs), tuple(operands), False
-    t._saved = tuple([p._version if isinstance(p, Tensor) else 0 for p in operands])
 
 
 _array._tensor_type = Tensor
