@@ -1,7 +1,8 @@
 """vkml.Tensor: the PyTorch-style stateful adapter, a thin layer over the transforms.
 
 A Tensor is an Array (same device buffer, same operators) that also records the ops
-applied to it: each result keeps the Node of the op and its operands (the tape).
+applied to it: each result keeps its operator, attributes and operands (the tape; their
+graph Nodes are built only when a backward plans its program).
 `backward()` runs the same reverse walk as `vkml.grad` (transforms.grad.backward) over
 the recorded nodes, with every forward value the tape still holds an input of the gradient
 graph (nothing is recomputed), executes that graph in one submission, and deposits
