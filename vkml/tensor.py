@@ -346,11 +346,11 @@ def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
             traced = True       # `apply` raises LeakedTracerError
     if _lazy.ENABLED and not attrs and not traced:
         # what `apply` does for an operator without attributes (most of a model's)
-        out = _lazy.record(kind, operands, attrs, (), Tensor._pending)
+        out = _lazy.record(kind, operands, attrs, (), _pending_tensor)
         if out is None:
             out = _array._eager(kind, operands, attrs)
     else:
-        out = _array.apply(kind, operands, attrs, Tensor._pending)
+        out = _array.apply(kind, operands, attrs, _pending_tensor)
     if type(out) is not Tensor or out._lazy is None:
         # it ran now (its value may be an operand's, passed through): a new Tensor of it
         out = Tensor._result(out, None, (), False)
@@ -372,5 +372,6 @@ def _version(p) -> int:
 _FLOAT_SET = frozenset(dt.FLOATS)
 
 
+_pending_tensor = Tensor._pending      # bound once (an eager operator's host cost)
 _array._tensor_type = Tensor
 _array._tensor_record = record
