@@ -176,3 +176,18 @@ def test_a_repeated_backward_replays_its_planned_program():
     want = vkml.grad(lambda a, b: loss(vnp, a, b, x, c, 2.0), argnums=(0, 1))(w1, w2)
     np.testing.assert_allclose(got[0], np.asarray(want[0]), rtol=1e-12, atol=1e-12)
     assert vt._BACKWARD_STATS["plans"] - before["plans"] == 2
+
+
+def test_a_tape_deeper_than_the_recursion_limit_plans_its_backward():
+    """A recorded operator keeps (operator, attributes), not a graph Node: the Nodes are
+    built when a backward plans, parents first and without recursion, so a chain longer
+    than Python's recursion limit still differentiates."""
+    import sys
+    n = sys.getrecursionlimit() + 200
+    w = T([1.0, 2.0])
+    v = w
+    for _ in range(n):
+        v = v + w
+    assert type(v._tp) is tuple            # nothing built while recording
+    v.sum().backward()
+    np.testing.assert_array_equal(np.asarray(w.grad), [n + 1.0, n + 1.0])

@@ -1,7 +1,8 @@
 """vkml.Tensor: the PyTorch-style stateful adapter, a thin layer over the transforms.
 
 A Tensor is an Array (same device buffer, same operators) that also records the ops
-applied to it: each result keeps the Node of the op and its operands (the tape).
+applied to it: each result keeps its operator, attributes and operands (the tape; their
+graph Nodes are built only when a backward plans its program).
 `backward()` runs the same reverse walk as `vkml.grad` (transforms.grad.backward) over
 the recorded nodes, with every forward value the tape still holds an input of the gradient
 graph (nothing is recomputed), executes that graph in one submission, and deposits
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import array as _array
+from . import lazy as _lazy
 from . import numpy as vnp
 from .array import Array, bind, run_compiled
 from .graphs import for_execution
@@ -51,8 +53,10 @@ class Tensor(TensorMethods, Array):
     """
     # _version counts in-place changes; _saved holds each parent's _version when this
     # tensor was recorded, so backward() refuses values changed since (as torch does)
-    # _tp: the tensor's node on the tape (`_tape`), made when first asked for where the
-    # tensor has no history (most eager results are never a backward's operand)
+    # _tp: the tensor's node on the tape (`_tape`), made when first asked for: None for a
+    # tensor without history (most eager results are never a backward's operand), or the
+    # (operator, attributes) that recorded it: its graph Node is built only where a
+    # backward plans a program (`_build_tape`); a cached backward reads the pair itself
     __slots__ = ("requires_grad", "grad", "_tp", "_parents", "_is_leaf", "_version", "_saved")
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None):
@@ -98,9 +102,13 @@ class Tensor(TensorMethods, Array):
     def _tape(self) -> Node:
         """The tensor's node on the tape: its operator's, or an Input for a leaf."""
         n = self._tp
+        if type(n) is Node:
+            return n
         if n is None:
             n = self._tp = input_node(self.shape, self.dtype, -1)
-        return n
+            return n
+        _build_tape(self)
+        return self._tp
 
     @classmethod
     def _undefined(cls, shape=(), dtype=np.float32) -> "Tensor":
@@ -182,13 +190,14 @@ class Tensor(TensorMethods, Array):
                 raise ValueError(f"backward: gradient shape {seed.shape} does not match the tensor's "
                                  f"{self.shape}")
         # the tape: node id -> the tensor holding that node's value
+        # (by the tensor's identity: `order` keeps them alive while the ids are used)
         values: dict[int, Tensor] = {}
         stack = [self]
         while stack:
             t = stack.pop()
-            if t._tape.id in values:
+            if id(t) in values:
                 continue
-            values[t._tape.id] = t
+            values[id(t)] = t
             for p, seen in zip(t._parents, t._saved):
                 if isinstance(p, Tensor):
                     if p._version != seen:
@@ -237,18 +246,19 @@ def _tape_key(order: list, seed: Array) -> tuple | None:
     constant of some shape and dtype), and whether it is a leaf that gets a gradient; the
     seed's shape and dtype; the device profile. None where an attribute is not hashable
     (that backward is planned each time)."""
-    pos = {t._tape.id: i for i, t in enumerate(order)}
+    pos = {id(t): i for i, t in enumerate(order)}
     parts = []
     try:
         for t in order:
-            n = t._tape
             if not t._parents:
-                parts.append(("leaf", n.shape, str(n.dtype), t._is_leaf and t.requires_grad))
+                parts.append(("leaf", t.shape, str(t.dtype), t._is_leaf and t.requires_grad))
                 continue
-            src = tuple(("t", pos[p._tape.id]) if isinstance(p, Tensor) else ("c", p.shape, str(p.dtype))
+            n = t._tp
+            op, attrs = (n.op, n.attrs) if type(n) is Node else n
+            src = tuple(("t", pos[id(p)]) if isinstance(p, Tensor) else ("c", p.shape, str(p.dtype))
                         for p in t._parents)
-            attrs = tuple(sorted((k, _array._freeze(v)) for k, v in n.attrs.items()))
-            parts.append((n.op, attrs, n.shape, str(n.dtype), src, t._is_leaf and t.requires_grad))
+            attrs = tuple(sorted((k, _array._freeze(v)) for k, v in attrs.items()))
+            parts.append((op, attrs, t.shape, str(t.dtype), src, t._is_leaf and t.requires_grad))
         return (seed.shape, str(seed.dtype), tuple(parts), _array._profile())
     except TypeError:
         return None
@@ -304,28 +314,64 @@ def _node_of(v) -> Node:
                 shape=v.shape, dtype=v.dtype)
 
 
+def _build_tape(root: "Tensor") -> None:
+    """Give root, and every recorded tensor it depends on that has none yet, its graph
+    Node (parents first; iterative, a long chain is deeper than Python's recursion)."""
+    stack = [(root, False)]
+    while stack:
+        t, ready = stack.pop()
+        op = t._tp
+        if type(op) is not tuple:
+            continue
+        if not ready:
+            stack.append((t, True))
+            for p in t._parents:
+                if isinstance(p, Tensor) and type(p._tp) is tuple:
+                    stack.append((p, False))
+        else:
+            t._tp = Node(op[0], tuple([_node_of(p) for p in t._parents]), op[1], shape=t.shape,
+                         dtype=t.dtype)
+
+
 def record(kind: OpKind, operands: list, attrs: dict) -> Tensor:
     """bind() for eager operations with Tensor operands: compute now (or let it wait,
     `vkml.lazy`), record the node."""
-    req = False
+    req = traced = False
     for o in operands:
-        if not o._defined:
+        if o._b is None and o._lazy is None:
             raise UndefinedTensorError(f"{kind.value}: an operand tensor is undefined")
         if not req and isinstance(o, Tensor) and o.requires_grad:
             req = True
-    out = _array.apply(kind, operands, attrs, Tensor._pending)
+        if o._trace is not None:
+            traced = True       # `apply` raises LeakedTracerError
+    if _lazy.ENABLED and not attrs and not traced:
+        # what `apply` does for an operator without attributes (most of a model's)
+        out = _lazy.record(kind, operands, attrs, (), _pending_tensor)
+        if out is None:
+            out = _array._eager(kind, operands, attrs)
+    else:
+        out = _array.apply(kind, operands, attrs, _pending_tensor)
     if type(out) is not Tensor or out._lazy is None:
         # it ran now (its value may be an operand's, passed through): a new Tensor of it
         out = Tensor._result(out, None, (), False)
-    # a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad,
-    # as in PyTorch: no gradient flows through its values
-    if req and out.dtype in dt.FLOATS and tracer.grad_enabled():
-        out._tp = Node(kind, tuple([_node_of(o) for o in operands]), attrs, shape=out.shape,
-                       dtype=out.dtype)
-        out._parents, out._is_leaf, out.requires_grad = tuple(operands), False, True
-        out._saved = tuple([p._version if isinstance(p, Tensor) else 0 for p in operands])
+    if req and out.dtype in _FLOAT_SET and tracer._state.grad_enabled:
+        # the pair, not a Node: the Node is built when a backward plans (`_build_tape`);
+        # each operand's version now (backward refuses one changed since)
+        out.requires_grad, out._tp, out._parents, out._is_leaf = True, (kind, attrs), tuple(operands), False
+        out._saved = tuple([_version(p) for p in operands]) if len(operands) != 2 else (
+            _version(operands[0]), _version(operands[1]))
     return out
 
 
+def _version(p) -> int:
+    return p._version if isinstance(p, Tensor) else 0
+
+
+# a bool or integer result (comparisons, argmax, bitwise, casts) never requires grad, as
+# in PyTorch: no gradient flows through its values
+_FLOAT_SET = frozenset(dt.FLOATS)
+
+
+_pending_tensor = Tensor._pending      # bound once (an eager operator's host cost)
 _array._tensor_type = Tensor
 _array._tensor_record = record

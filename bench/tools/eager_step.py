@@ -7,7 +7,8 @@ against the same step under `vkml.jit`, and beside PyTorch eager when it is inst
 Run from the repository root (it puts the root on sys.path, so it measures this tree's
 vkml). Each figure is the median of --steps steps after 5 warm-up steps (the eager one's
 first backward plans its program; later ones replay it from the tape-structure cache).
-Also the host cost of one eager operator on a small tensor (median of many `x + y` on 8
+Then --dist jit and eager steps interleaved: the median and p90 of each and of their
+per-pair ratio, and what each eager step's lazy flushes did. Also the host cost of one eager operator on a small tensor (median of many `x + y` on 8
 float32), beside torch's.
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--dist", type=int, default=50, help="interleaved jit/eager step pairs")
     a = p.parse_args()
     import vkml
     import vkml.nn.functional as F
@@ -77,9 +79,27 @@ def main() -> None:
         topt.step()
         loss.item()
     from vkml import tensor as vt
+    import vkml.lazy as lz
     before = dict(vt._BACKWARD_STATS)
     t_eager = _median(eager_step, a.steps)
     plans = vt._BACKWARD_STATS["plans"] - before["plans"]
+
+    # the distribution: jit and eager steps interleaved (the shared VM's load drifts over
+    # seconds, so two medians taken one after the other can differ 2x), with what each
+    # eager step's flushes did (replayed a cached program, stepped operator by operator,
+    # compiled) and whether its backward planned
+    tj, te, ratios, per = [], [], [], []
+    for _ in range(a.dist):
+        t0 = time.perf_counter(); jit_step(); t1 = time.perf_counter()
+        s0, b0 = dict(lz.stats), dict(vt._BACKWARD_STATS)
+        eager_step(); t2 = time.perf_counter()
+        tj.append(t1 - t0); te.append(t2 - t1); ratios.append((t2 - t1) / (t1 - t0))
+        per.append(tuple(lz.stats[k] - s0[k] for k in ("replayed", "stepped", "compiled"))
+                   + (vt._BACKWARD_STATS["plans"] - b0["plans"],))
+
+    def q(v, f):
+        v = sorted(v)
+        return v[min(len(v) - 1, int(f * len(v)))]
 
     s8 = vkml.Tensor(np.ones(8, np.float32))
     t_op = _median(lambda: s8 + s8, 2000, warm=50)
@@ -88,6 +108,14 @@ def main() -> None:
     print(f"  vkml eager backward {t_eager * 1e3:8.2f} ms   eager/jit {t_eager / t_jit:5.2f}x   "
           f"backward plans: {plans} for {a.steps + 5} steps")
     print(f"host cost of one eager op (x + y, 8 f32): vkml {t_op * 1e6:7.1f} us")
+    print(f"interleaved, {a.dist} pairs: jit median {q(tj, .5) * 1e3:.1f} p90 {q(tj, .9) * 1e3:.1f} ms; "
+          f"eager median {q(te, .5) * 1e3:.1f} p90 {q(te, .9) * 1e3:.1f} ms; eager/jit per pair "
+          f"median {q(ratios, .5):.2f}x p90 {q(ratios, .9):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})")
+    kinds = {}
+    for r in per:
+        kinds[r] = kinds.get(r, 0) + 1
+    print("  eager steps by (flushes replayed, stepped, compiled, backward plans): "
+          + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])))
     try:
         import torch
     except ImportError:
