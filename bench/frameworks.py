@@ -51,7 +51,12 @@ def _vkml() -> Target:
         dev = runtime.get().dev
     except Exception as e:  # no Vulkan, no glslang: say so in the table
         return Target("vkml", "vkml", missing=f"{type(e).__name__}: {e}")
-    return Target("vkml", "vkml", vnp, version=vkml.__version__, sync=runtime.get().wait,
+    from vkml import lazy
+
+    def sync() -> None:
+        lazy.flush()          # eager operators wait as records until a value is needed
+        runtime.get().wait()
+    return Target("vkml", "vkml", vnp, version=vkml.__version__, sync=sync,
                   extra={"device": dev.summary(), "gpu": not dev.profile.cpu})
 
 

@@ -1,6 +1,7 @@
 """Per-kernel device times (Jitted.profile) of the large MLP step and the chain, grouped by
 kernel name: where a workload's time goes. Usage: python bench/tools/prof_kernels.py [mlp|chain|all|variants|sweep|shapes|sgsweep|mlpwall] [scale]"""
 import collections
+import os
 import sys
 from pathlib import Path
 
@@ -80,6 +81,8 @@ def matmul_sweep(n=4096):
     a = vnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
     b = vnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
     configs = [(16, 8, 128, 128, 16), (16, 8, 128, 128, 8), (8, 4, 64, 64, 8), (8, 8, 128, 128, 8)]
+    if os.environ.get("VKML_SWEEP"):   # tm,tn,bm,bn,bk;... : other tilings to try
+        configs = [tuple(int(v) for v in c.split(",")) for c in os.environ["VKML_SWEEP"].split(";")]
     from vkml.vulkan import device
     layout = sys.argv[2] if len(sys.argv) > 2 else "NN"
     prefetch = "prefetch" in sys.argv
