@@ -1,7 +1,10 @@
-"""GLSL to SPIR-V with glslangValidator, cached on disk by source hash.
+"""GLSL to SPIR-V, cached on disk by source hash.
 
 The cache lives in $VKML_CACHE_DIR or ~/.cache/vkml/spirv; a hit costs one file read.
-An empty file (a write cut short) counts as a miss.
+An empty file (a write cut short) counts as a miss. A miss compiles in this process
+through `glslang_lib` where it can be built (a millisecond or so a kernel), otherwise
+with glslangValidator (~150 ms a kernel, most of it the program's start-up); both give
+the same SPIR-V.
 """
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+
+from . import glslang_lib as _glslang_lib
 
 
 class ShaderCompileError(RuntimeError):
@@ -60,6 +65,27 @@ def compiled(source: str, name: str = "kernel") -> tuple[bytes, str]:
     if code:
         _memo[h] = code
         return code, "disk"
+    if _glslang_lib.load() is not None:
+        try:
+            code = _glslang_lib.compile_glsl(source)
+        except _glslang_lib.GlslangLibError as e:
+            raise ShaderCompileError(f"glslang failed for {name}:\n{e}\n{_numbered(source)}") from None
+    else:
+        code = _run_validator(source, name)
+    # a name of this process and thread: two threads compiling one source write apart
+    tmp_path = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp_path.write_bytes(code)
+    os.replace(tmp_path, path)  # atomic: concurrent test workers never read half a file
+    _memo[h] = code
+    return code, "glslang"
+
+
+def _numbered(source: str) -> str:
+    return "\n".join(f"{i + 1:4d}  {l}" for i, l in enumerate(source.splitlines()))
+
+
+def _run_validator(source: str, name: str) -> bytes:
+    """SPIR-V from the glslangValidator program (`--target-env vulkan1.1`)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{name}.comp"
         out = Path(tmp) / f"{name}.spv"
@@ -67,12 +93,6 @@ def compiled(source: str, name: str = "kernel") -> tuple[bytes, str]:
         r = subprocess.run([glslang(), "-V", "--target-env", "vulkan1.1", str(src), "-o", str(out)],
                            capture_output=True, text=True)
         if r.returncode != 0:
-            numbered = "\n".join(f"{i + 1:4d}  {l}" for i, l in enumerate(source.splitlines()))
-            raise ShaderCompileError(f"glslangValidator failed for {name}:\n{r.stdout}{r.stderr}\n{numbered}")
-        code = out.read_bytes()
-    # a name of this process and thread: two threads compiling one source write apart
-    tmp_path = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp_path.write_bytes(code)
-    os.replace(tmp_path, path)  # atomic: concurrent test workers never read half a file
-    _memo[h] = code
-    return code, "glslang"
+            raise ShaderCompileError(
+                f"glslangValidator failed for {name}:\n{r.stdout}{r.stderr}\n{_numbered(source)}")
+        return out.read_bytes()
