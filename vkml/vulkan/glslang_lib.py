@@ -6,6 +6,7 @@ its own parse and code generation (a few milliseconds). The library is compiled 
 machine (and cache directory) with the C++ compiler against the static libraries of
 Debian's `glslang-dev`, and loaded with ctypes. Where either is missing, or
 ``VKML_GLSLANG_LIB=0``, `compile` runs glslangValidator as before: same SPIR-V, slower.
+``VKML_GLSLANG_LIB=<path>`` loads a library built elsewhere (a machine without glslang-dev).
 
 >>> from vkml.vulkan import glslang_lib
 >>> lib = glslang_lib.load()
@@ -21,6 +22,7 @@ import os
 import shutil
 import subprocess
 import threading
+import warnings
 from pathlib import Path
 
 _SOURCE = Path(__file__).with_name("glslang_lib.cpp")
@@ -71,16 +73,23 @@ def load() -> ctypes.CDLL | None:
         try:
             _lib = _load()
         except OSError as e:
+            # glslang-dev is there but the library did not build or load: say so once, since
+            # every new kernel now costs a glslangValidator run
             _lib, why_not = None, str(e)
+            warnings.warn(f"vkml: compiling kernels with glslangValidator; the in-process glslang "
+                          f"failed: {e}", RuntimeWarning, stacklevel=2)
         _tried = True
     return _lib
 
 
 def _load() -> ctypes.CDLL | None:
     global why_not
-    if os.environ.get("VKML_GLSLANG_LIB", "1") == "0":
+    setting = os.environ.get("VKML_GLSLANG_LIB", "")
+    if setting == "0":
         why_not = "VKML_GLSLANG_LIB=0"
         return None
+    if setting not in ("", "1"):
+        return _bind(ctypes.CDLL(setting))
     from . import compile as _compile
     libdirs = _lib_dirs()
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
@@ -98,7 +107,11 @@ def _load() -> ctypes.CDLL | None:
             why_not = "no C++ compiler (c++ or g++) to build the glslang library"
             return None
         _build(target, libdirs[0], cxx)
-    lib = ctypes.CDLL(str(target))
+    return _bind(ctypes.CDLL(str(target)))
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    global why_not
     lib.vkml_glslang_compile.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint)),
                                          ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_char_p)]
     lib.vkml_glslang_compile.restype = ctypes.c_int
