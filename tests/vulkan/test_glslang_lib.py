@@ -24,6 +24,11 @@ def _validator(source: str) -> bytes:
         return out.read_bytes()
 
 
+@pytest.fixture(autouse=True)
+def _loaded():
+    glslang_lib.load(vkcompile.cache_dir() / "lib")
+
+
 def _sources() -> list[str]:
     """GLSL of kernels of several families: fused elementwise (float16 and int too), a
     subgroup reduction, a MatMul with an epilogue, a softmax, a gather."""
@@ -45,7 +50,7 @@ def _sources() -> list[str]:
 def test_the_library_is_built_where_the_test_command_installs_it():
     # `./run test` installs glslang-dev and a C++ compiler; a suite that silently fell back
     # to glslangValidator would spend ~150 ms a kernel (the cold-suite budget depends on it)
-    assert glslang_lib.load() is not None, glslang_lib.why_not
+    assert glslang_lib.load(vkcompile.cache_dir() / "lib") is not None, glslang_lib.why_not
 
 
 def test_same_spirv_as_glslang_validator():
@@ -87,5 +92,5 @@ def test_without_the_library_glslang_validator_gives_the_same_bytes(tmp_path, mo
     want = glslang_lib.compile_glsl(source)
     monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(vkcompile, "_memo", {})
-    monkeypatch.setattr(glslang_lib, "load", lambda: None)
+    monkeypatch.setattr(glslang_lib, "load", lambda directory: None)
     assert vkcompile.compiled(source, "k") == (want, "glslang")

@@ -248,21 +248,12 @@ def test_spirv_cache_hit_on_second_compile(tmp_path, monkeypatch):
     monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path))
     src = ("#version 450\nlayout(local_size_x = 1) in;\n"
            f"// cache test {tmp_path.name}\nvoid main() {{}}\n")
-    calls = []
-    real_run = vkcompile.subprocess.run
-
-    def counting_run(*a, **k):
-        calls.append(a)
-        return real_run(*a, **k)
-
-    monkeypatch.setattr(vkcompile.subprocess, "run", counting_run)
-    first = vkcompile.spirv(src, "cache_test")
-    assert len(calls) == 1 and first[:4] == b"\x03\x02\x23\x07"    # the SPIR-V magic number
+    first, origin = vkcompile.compiled(src, "cache_test")
+    assert origin == "glslang" and first[:4] == b"\x03\x02\x23\x07"    # the SPIR-V magic number
     assert len(list(tmp_path.glob("*.spv"))) == 1
     vkcompile._memo.clear()                  # as a new process would start
-    second = vkcompile.spirv(src, "cache_test")
-    assert second == first and len(calls) == 1, "second compile ran glslangValidator again"
-    assert vkcompile.spirv(src, "cache_test") == first and len(calls) == 1
+    assert vkcompile.compiled(src, "cache_test") == (first, "disk"), "second compile ran glslang again"
+    assert vkcompile.compiled(src, "cache_test") == (first, "memory")
 
 
 def test_compile_error_shows_the_source(tmp_path, monkeypatch):

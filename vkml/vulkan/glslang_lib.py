@@ -8,8 +8,8 @@ Debian's `glslang-dev`, and loaded with ctypes. Where either is missing, or
 ``VKML_GLSLANG_LIB=0``, `compile` runs glslangValidator as before: same SPIR-V, slower.
 ``VKML_GLSLANG_LIB=<path>`` loads a library built elsewhere (a machine without glslang-dev).
 
->>> from vkml.vulkan import glslang_lib
->>> lib = glslang_lib.load()
+>>> from vkml.vulkan import compile, glslang_lib
+>>> lib = glslang_lib.load(compile.cache_dir() / "lib")
 >>> lib is None or glslang_lib.compile_glsl(
 ...     "#version 450\\nlayout(local_size_x=1) in;\\nvoid main(){}\\n")[:4] == b"\\x03\\x02#\\x07"
 True
@@ -61,9 +61,9 @@ def _build(target: Path, libdir: Path, cxx: str) -> None:
     os.replace(tmp, target)  # atomic: parallel workers never load half a file
 
 
-def load() -> ctypes.CDLL | None:
-    """The loaded library, building it first if needed; None where it cannot be had
-    (`why_not` says why). Built and loaded at most once per process."""
+def load(directory: Path) -> ctypes.CDLL | None:
+    """The loaded library, building it into `directory` first if it is not there; None
+    where it cannot be had (`why_not` says why). Built and loaded at most once per process."""
     global _lib, _tried, why_not
     if _tried:
         return _lib
@@ -71,7 +71,7 @@ def load() -> ctypes.CDLL | None:
         if _tried:
             return _lib
         try:
-            _lib = _load()
+            _lib = _load(directory)
         except OSError as e:
             # glslang-dev is there but the library did not build or load: say so once, since
             # every new kernel now costs a glslangValidator run
@@ -82,7 +82,7 @@ def load() -> ctypes.CDLL | None:
     return _lib
 
 
-def _load() -> ctypes.CDLL | None:
+def _load(d: Path) -> ctypes.CDLL | None:
     global why_not
     setting = os.environ.get("VKML_GLSLANG_LIB", "")
     if setting == "0":
@@ -90,7 +90,6 @@ def _load() -> ctypes.CDLL | None:
         return None
     if setting not in ("", "1"):
         return _bind(ctypes.CDLL(setting))
-    from . import compile as _compile
     libdirs = _lib_dirs()
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if not _INCLUDE.exists() or not libdirs:
@@ -99,7 +98,6 @@ def _load() -> ctypes.CDLL | None:
     key = hashlib.sha256(_SOURCE.read_bytes()
                          + b"".join(str(os.stat(libdirs[0] / f"lib{n}.a").st_mtime_ns).encode()
                                     for n in _LIBS)).hexdigest()[:16]
-    d = _compile.cache_dir() / "lib"
     d.mkdir(parents=True, exist_ok=True)
     target = d / f"libvkml_glslang-{key}.so"
     if not target.exists():
@@ -124,9 +122,9 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
 def compile_glsl(source: str) -> bytes:
     """SPIR-V (bytes) of a GLSL compute shader, compiled in this process. ctypes drops the
     GIL for the call, so the compile pool's threads compile in parallel."""
-    lib = load()
+    lib = _lib
     if lib is None:
-        raise RuntimeError(f"vkml: the in-process glslang is not available ({why_not})")
+        raise RuntimeError(f"vkml: the in-process glslang is not loaded ({why_not or 'call load'})")
     words = ctypes.POINTER(ctypes.c_uint)()
     n = ctypes.c_size_t()
     log = ctypes.c_char_p()
