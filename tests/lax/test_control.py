@@ -55,7 +55,8 @@ ARGS = [vnp.asarray(W0), vnp.asarray(XS0), vnp.asarray(H0)]
 
 
 @pytest.mark.parametrize("kw", [{}, {"reverse": True}, {"unroll": 4}, {"unroll": True},
-                                {"remat": "sqrt"}, {"remat": "sqrt", "reverse": True}],
+                                {"remat": "sqrt"}, {"remat": "sqrt", "reverse": True},
+                                {"remat": "sqrt", "unroll": 2}, {"remat": "sqrt", "unroll": 3, "reverse": True}],
                          ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()) or "plain")
 def test_scan_values_and_gradients_match_the_unrolled_loop(kw):
     rev = kw.get("reverse", False)
@@ -307,6 +308,22 @@ def test_unroll_puts_that_many_steps_in_one_loop_iteration():
     assert scans(3) == [(2, 3)]                  # 6 steps: two iterations of three
     assert scans(4) == [(1, 4), (2, 1)]          # one of four, then the remaining two
     assert scans(True) == [(1, T)]
+
+
+def test_unroll_applies_inside_the_sqrt_blocks():
+    from vkml.trace.ops import OpKind
+
+    def inner(u):
+        g = vkml.make_graph(lambda xs: lax.scan(lambda h, x: (cell(ARGS[0], h, x), h), ARGS[2], xs,
+                                                unroll=u, remat="sqrt"), ARGS[1])
+        outer = [n for n in g.nodes if n.op is OpKind.Scan]
+        return [(n.attrs["length"], [(m.attrs["length"], sum(q.op is OpKind.MatMul for q in m.attrs["body"].nodes))
+                                     for m in n.attrs["body"].nodes if m.op is OpKind.Scan]) for n in outer]
+    # 6 steps: blocks of ceil(sqrt 6) = 3 steps; unroll 2 rounds a block up to 4 (one
+    # block of two iterations of two steps, then the remaining two steps as a plain scan)
+    assert inner(1) == [(2, [(3, 1)])]
+    assert inner(3) == [(2, [(1, 3)])]
+    assert inner(2) == [(1, [(2, 2)]), (2, [])]
 
 
 def _np_while(x, w):
