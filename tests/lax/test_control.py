@@ -431,3 +431,27 @@ def test_while_loop_errors_under_jit(monkeypatch):
     monkeypatch.setattr(dispatch, "WHILE_MAX_STEPS", 200)
     with pytest.raises(RuntimeError, match="cond_fun still holds after .* steps"):
         vkml.jit(lambda x: lax.while_loop(lambda v: v > -1.0, lambda v: v + 1.0, x))(vnp.asarray(0.0))
+
+
+def test_a_hoisted_weight_gradient_reads_the_slice_cotangent_stored_once():
+    # h (2, 3): the weight's cotangent sum_t h_t^T d_t is one matmul after the loop, and
+    # d_t, the scanned slice's cotangent as well, is one stacked output of the reverse scan
+    from vkml.trace.ops import OpKind
+    xs, h0 = vnp.asarray(R.normal(size=(T, 2, 3))), vnp.asarray(R.normal(size=(2, 3)))
+
+    def loss(W, xs):
+        return lax.scan(lambda h, x: (cell(W, h, x), h), h0, xs)[0].sum()
+
+    def loop(W, xs):
+        h = h0
+        for t in range(T):
+            h = cell(W, h, xs[t])
+        return h.sum()
+    g = vkml.make_graph(vkml.grad(loss, argnums=(0, 1)), ARGS[0], xs)
+    (rev,) = [n for n in g.nodes if n.op is OpKind.Scan and n.attrs["reverse"]]
+    outs = rev.attrs["body"].outputs
+    assert len({o.id for o in outs}) == len(outs)
+    got = vkml.jit(vkml.grad(loss, argnums=(0, 1)))(ARGS[0], xs)
+    want = vkml.grad(loop, argnums=(0, 1))(ARGS[0], xs)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13)
