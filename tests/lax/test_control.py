@@ -55,7 +55,8 @@ ARGS = [vnp.asarray(W0), vnp.asarray(XS0), vnp.asarray(H0)]
 
 
 @pytest.mark.parametrize("kw", [{}, {"reverse": True}, {"unroll": 4}, {"unroll": True},
-                                {"remat": "sqrt"}, {"remat": "sqrt", "reverse": True}],
+                                {"remat": "sqrt"}, {"remat": "sqrt", "reverse": True},
+                                {"remat": "sqrt", "unroll": 2}, {"remat": "sqrt", "unroll": 3, "reverse": True}],
                          ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()) or "plain")
 def test_scan_values_and_gradients_match_the_unrolled_loop(kw):
     rev = kw.get("reverse", False)
@@ -309,6 +310,22 @@ def test_unroll_puts_that_many_steps_in_one_loop_iteration():
     assert scans(True) == [(1, T)]
 
 
+def test_unroll_applies_inside_the_sqrt_blocks():
+    from vkml.trace.ops import OpKind
+
+    def inner(u):
+        g = vkml.make_graph(lambda xs: lax.scan(lambda h, x: (cell(ARGS[0], h, x), h), ARGS[2], xs,
+                                                unroll=u, remat="sqrt"), ARGS[1])
+        outer = [n for n in g.nodes if n.op is OpKind.Scan]
+        return [(n.attrs["length"], [(m.attrs["length"], sum(q.op is OpKind.MatMul for q in m.attrs["body"].nodes))
+                                     for m in n.attrs["body"].nodes if m.op is OpKind.Scan]) for n in outer]
+    # 6 steps: blocks of ceil(sqrt 6) = 3 steps; unroll 2 rounds a block up to 4 (one
+    # block of two iterations of two steps, then the remaining two steps as a plain scan)
+    assert inner(1) == [(2, [(3, 1)])]
+    assert inner(3) == [(2, [(1, 3)])]
+    assert inner(2) == [(1, [(2, 2)]), (2, [])]
+
+
 def _np_while(x, w):
     """The loop of `_while` in Python float64: (value, steps)."""
     n = 0
@@ -414,3 +431,27 @@ def test_while_loop_errors_under_jit(monkeypatch):
     monkeypatch.setattr(dispatch, "WHILE_MAX_STEPS", 200)
     with pytest.raises(RuntimeError, match="cond_fun still holds after .* steps"):
         vkml.jit(lambda x: lax.while_loop(lambda v: v > -1.0, lambda v: v + 1.0, x))(vnp.asarray(0.0))
+
+
+def test_a_hoisted_weight_gradient_reads_the_slice_cotangent_stored_once():
+    # h (2, 3): the weight's cotangent sum_t h_t^T d_t is one matmul after the loop, and
+    # d_t, the scanned slice's cotangent as well, is one stacked output of the reverse scan
+    from vkml.trace.ops import OpKind
+    xs, h0 = vnp.asarray(R.normal(size=(T, 2, 3))), vnp.asarray(R.normal(size=(2, 3)))
+
+    def loss(W, xs):
+        return lax.scan(lambda h, x: (cell(W, h, x), h), h0, xs)[0].sum()
+
+    def loop(W, xs):
+        h = h0
+        for t in range(T):
+            h = cell(W, h, xs[t])
+        return h.sum()
+    g = vkml.make_graph(vkml.grad(loss, argnums=(0, 1)), ARGS[0], xs)
+    (rev,) = [n for n in g.nodes if n.op is OpKind.Scan and n.attrs["reverse"]]
+    outs = rev.attrs["body"].outputs
+    assert len({o.id for o in outs}) == len(outs)
+    got = vkml.jit(vkml.grad(loss, argnums=(0, 1)))(ARGS[0], xs)
+    want = vkml.grad(loop, argnums=(0, 1))(ARGS[0], xs)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13)

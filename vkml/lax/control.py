@@ -111,7 +111,9 @@ def _loop(body, consts, init, xs, length, reverse, unroll: int, remat):
     nc, nk = len(consts), len(init)
     if remat == "sqrt" and length > 1:
         k = math.isqrt(length - 1) + 1          # ceil(sqrt(length)) steps per block
-        big = lambda: tc.blocked(body, nc, nk, k, reverse)   # noqa: E731
+        u = min(unroll, k)
+        k = -(-k // u) * u                      # whole unrolled iterations per block
+        big = lambda: tc.blocked(body, nc, nk, k, reverse, u)   # noqa: E731
     elif unroll > 1 and length > 1:
         k = min(unroll, length)
         big = lambda: tc.unrolled(body, nc, nk, k, reverse)  # noqa: E731
@@ -136,7 +138,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     unroll: steps per loop iteration (True: all), as JAX's (the body graph holds that many
     copies of f's trace; f is still called once). remat="sqrt" (vkml's): the gradient
     keeps the carries of about sqrt(length) steps instead of every step's, recomputing
-    the rest (blocks of ceil(sqrt(length)) steps, each a scan of its own).
+    the rest (blocks of ceil(sqrt(length)) steps, each a scan of its own; with unroll,
+    a block is rounded up to whole unrolled iterations, each of `unroll` steps).
 
     >>> import vkml, vkml.numpy as vnp
     >>> xs = vnp.asarray([1.0, 2.0, 3.0])

@@ -148,15 +148,32 @@ def unrolled(body: Graph, n_consts: int, n_carry: int, u: int, reverse: bool) ->
     return g
 
 
-def blocked(body: Graph, n_consts: int, n_carry: int, k: int, reverse: bool) -> Graph:
+def blocked(body: Graph, n_consts: int, n_carry: int, k: int, reverse: bool, unroll: int = 1) -> Graph:
     """A body running a Scan of k steps of body: an outer loop over blocks of k steps
-    saves one carry per block, and each block's gradient recomputes its k carries."""
+    saves one carry per block, and each block's gradient recomputes its k carries. With
+    unroll u (a divisor of k) the inner Scan runs k / u iterations of u steps each.
+
+    >>> c = input_node((), "float32", 0); x = input_node((), "float32", 1)
+    >>> g = blocked(Graph([c, x], [Node(OpKind.Add, [c, x], {})] * 2), 0, 1, 6, False, unroll=3)
+    >>> [(n.attrs["length"], sum(m.op is OpKind.Add for m in n.attrs["body"].nodes))
+    ...  for n in g.nodes if n.op is OpKind.Scan]
+    [(2, 3)]
+    """
     ins = fresh_inputs(body.inputs, [n.shape if i < n_consts + n_carry else (k,) + tuple(n.shape)
                                      for i, n in enumerate(body.inputs)])
-    inner = with_saved(body, n_consts, n_carry)
-    parts = scan_nodes(inner, ins, k, reverse, n_consts, n_carry, True)
+    u = unroll if unroll > 1 and k % unroll == 0 else 1
+    step = body if u == 1 else unrolled(body, n_consts, n_carry, u, reverse)
+    inner = with_saved(step, n_consts, n_carry)
+    nx = n_consts + n_carry
+    operands = ins[:nx] + [x if u == 1 else Node(OpKind.Reshape, [x], {"shape": (k // u, u) + tuple(x.shape[1:])})
+                           for x in ins[nx:]]
+    parts = scan_nodes(inner, operands, k // u, reverse, n_consts, n_carry, True)
     n_out = len(body.outputs)
-    g = Graph(ins, parts[:n_out])
+    outs = parts[:n_out]
+    if u > 1:       # (k / u, u, ...) step outputs as (k, ...)
+        outs = outs[:n_carry] + [Node(OpKind.Reshape, [y], {"shape": (k,) + tuple(y.shape[2:])})
+                                 for y in outs[n_carry:]]
+    g = Graph(ins, outs)
     g.keep = []
     return g
 

@@ -81,7 +81,9 @@ def scan_vjp(n: Node, cts: dict[int, E]) -> list:
     extra = []                      # step outputs the hoisted sums read
     for i in hoist:
         for v in hoist[i]:
-            if v.id not in stacked_in and all(v is not e for e in extra):
+            # one a slice's cotangent is already (the gate gradients of x @ W + h @ W_h)
+            # is read from that output, not stored a second time
+            if v.id not in stacked_in and all(v is not e for e in extra + g_x):
                 extra.append(v)
     new_acc = [Node(K.Add, [acc[i], g_k[i]], {}) for i in keep_acc]
     acc = [acc[i] for i in keep_acc]
@@ -102,6 +104,8 @@ def scan_vjp(n: Node, cts: dict[int, E]) -> list:
     for i, k in enumerate(fx):
         out[nc + nk + k] = E(parts[rk + i])
     at = {v.id: parts[rk + len(fx) + j] for j, v in enumerate(extra)}
+    for i, v in enumerate(g_x):
+        at.setdefault(v.id, parts[rk + i])
     for i, (pa, q) in hoist.items():
         A, Q = (stacked_in.get(v.id) or at[v.id] for v in (pa, q))
         A = Node(K.Reshape, [A], {"shape": (T * pa.shape[0], pa.shape[1])})
