@@ -54,10 +54,10 @@ def program(dtype) -> Program:
 
 
 def fill_view(ctx, out, value) -> None:
-    """Dispatch a fill of the whole view with value (in the view's dtype)."""
-    n = out.size
-    k = ctx.kernel(program(np.dtype(out.dtype)))
-    ctx.dispatch(k, {"n": n, "value": scalar_words(value, out.dtype)}, [out], threads=n)
+    """Dispatch a fill of the whole view with value (in the view's dtype): many words an
+    invocation (`copies.fill`), `program` on small or odd-sized views."""
+    from .copies import fill
+    fill(ctx, out, value)
 
 
 def lower(node, ins, out, ctx) -> None:

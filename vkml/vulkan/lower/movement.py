@@ -1,6 +1,7 @@
 """Movement operators as strided copies: the input (or output) is addressed through
-offset and strides, so none of them needs a kernel of its own beyond the generic copy
-(`elementwise.strided`, one program per rank and dtypes). Under fusion most of them are
+offset and strides, so none of them needs a kernel of its own beyond the word copy
+(`copies.copy`, many words per invocation; the generic `elementwise.strided` where it
+does not apply). Under fusion most of them are
 not kernels at all but layouts of a region's loads (`vulkan/regions.py`).
 
 >>> import vkml.numpy as vnp
@@ -18,13 +19,15 @@ from ...trace.ops import OpKind
 from ...trace.shapes import contiguous_strides
 from ..kernels import divisor, texel_format
 from ..program import Meta, Program
+from .copies import copy
 from .elementwise import _local_size, bcast_layout, strided
 from .fill import fill_view
 from .vectors import VEC4
 
 
 def _copy(ctx, name, out, out_layout, src, src_layout, shape):
-    strided(ctx, name, "a", out, out_layout, [src], [src_layout], shape)
+    if not copy(ctx, name, out, out_layout, src, src_layout, shape):
+        strided(ctx, name, "a", out, out_layout, [src], [src_layout], shape)
 
 
 def _slice_layout(shape, starts, steps):
