@@ -117,6 +117,8 @@ def main() -> None:
                 print(f"{name}: {len(prof)} dispatches, {sum(tot.values()) * 1e3:.2f} ms of kernels")
                 for k in sorted(tot, key=tot.get, reverse=True)[:14]:
                     print(f"  {tot[k] * 1e3:8.3f} ms  x{cnt[k]:<3d} {k}")
+                print("  MatMul dispatches in order: " + ", ".join(
+                    f"{k} {s * 1e3:.3f}" for k, s in prof if k.startswith("MatMul")))
 
     if "torch" in only:
         import torch
