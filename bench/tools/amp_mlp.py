@@ -70,7 +70,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--only", default="vkml,torch", help="comma list of vkml, torch")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--no-coop-epilogues", action="store_true",
+                    help="float16 products on tensor cores store, their epilogues run apart")
     a = ap.parse_args()
+    if a.no_coop_epilogues:
+        from vkml.vulkan import fusion
+        fusion.COOP_EPILOGUES = False
     dims = tuple(int(d) for d in a.dims.split(","))
     p0, x, y = _mlp_data(a.batch, dims)
     only = set(a.only.split(","))

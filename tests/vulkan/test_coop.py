@@ -122,15 +122,19 @@ def _epilogue_group(f, *args):
     from vkml.vulkan import fusion
     from vkml.vulkan.widen import widen
     prof = dataclasses.replace(runtime.get().dev.profile, matmul_coop=True, matmul_epilogues=True)
-    groups = fusion.schedule(widen(vkml.make_graph(f, *args), True, True), profile=prof)
+    on, fusion.COOP_EPILOGUES = fusion.COOP_EPILOGUES, True
+    try:
+        groups = fusion.schedule(widen(vkml.make_graph(f, *args), True, True), profile=prof)
+    finally:
+        fusion.COOP_EPILOGUES = on
     return groups, [g for g in groups if g.node is not None and g.epilogue is not None]
 
 
-def _bias_relu_update(x, w, b, v):
-    # a float16 product's two epilogues in a mixed-precision step: bias + ReLU stored as
+def _bias_relu_update(x, w, b, w2, v):
+    # float16 products' two epilogues in a mixed-precision step: bias + ReLU stored as
     # float16, and a float32 update read back from the float16 value
     h = vnp.maximum(x @ w + b, 0)
-    return h, v - 0.5 * (x @ w).astype(vnp.float32)
+    return h, v - 0.5 * (x @ w2).astype(vnp.float32)
 
 
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True)])
@@ -139,7 +143,7 @@ def test_epilogue_kernels_compile(ta, tb):
     # SPIR-V on any machine; it takes the staging tile's stores (no direct ones)
     from vkml.vulkan.lower.matmul.epilogue import operands
     args = (vnp.ones((64, 32), dtype=vnp.float16), vnp.ones((32, 48), dtype=vnp.float16),
-            vnp.ones(48, dtype=vnp.float16), vnp.ones((64, 48)))
+            vnp.ones(48, dtype=vnp.float16), vnp.ones((32, 48), dtype=vnp.float16), vnp.ones((64, 48)))
     groups, epis = _epilogue_group(_bias_relu_update, *args)
     assert len(epis) == 2 and len(groups) == 2, [str(g) for g in groups]
     for g in epis:
@@ -164,24 +168,32 @@ def test_fused_epilogues_match_numpy():
     x = rng.standard_normal((136, 64)).astype(F16)
     w = rng.standard_normal((64, 200)).astype(F16)
     b = rng.standard_normal(200).astype(F16)
+    w2 = rng.standard_normal((64, 200)).astype(F16)
     v = rng.standard_normal((136, 200)).astype(np.float32)
     f = vkml.jit(_bias_relu_update)
-    ins = [vnp.asarray(t) for t in (x, w, b, v)]
+    ins = [vnp.asarray(t) for t in (x, w, b, w2, v)]
     h, u = (np.asarray(r) for r in f(*ins))
-    x32, w32 = x.astype(np.float32), w.astype(np.float32)
-    scale = np.abs(x32) @ np.abs(w32)
-    prod = (x32 @ w32).astype(F16).astype(np.float32)
-    # the product may round to a float16 neighbour where float32 sums in another order
-    # straddle a halfway point: one product ulp, then the epilogue's own rounding
-    pulp = np.spacing(np.abs(prod.astype(F16))).astype(np.float32) + scale * 2.0 ** -20
+    x32 = x.astype(np.float32)
+
+    def product(w):
+        # the product may round to a float16 neighbour where float32 sums in another
+        # order straddle a halfway point: one product ulp (pulp), then the epilogue's
+        w32 = w.astype(np.float32)
+        prod = (x32 @ w32).astype(F16).astype(np.float32)
+        return prod, np.spacing(np.abs(prod.astype(F16))).astype(np.float32) + (np.abs(x32) @ np.abs(w32)) * 2.0 ** -20
+    prod, pulp = product(w)
     want_h = np.maximum(prod + b.astype(np.float32), 0).astype(F16)
     err = np.abs(h.astype(np.float32) - want_h.astype(np.float32))
     assert h.dtype == F16 and np.all(err <= pulp + np.spacing(np.abs(want_h)).astype(np.float32))
+    prod, pulp = product(w2)
     want_u = v - np.float32(0.5) * prod
     assert u.dtype == np.float32 and np.all(np.abs(u - want_u) <= 0.5 * pulp + 1e-6 * np.abs(want_u))
     names = [n for n, _ in f.profile(*ins)]
-    if _coop_device():
+    from vkml.vulkan import fusion
+    if _coop_device() and fusion.COOP_EPILOGUES:
         assert sorted(names) == ["MatMul_coop_epi", "MatMul_coop_epi"], names
+    elif _coop_device():
+        assert sum(n == "MatMul_coop" for n in names) == 2, names
     else:
         assert not any(n.startswith("MatMul_coop") for n in names), names
 

@@ -294,7 +294,7 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
         reg = regions[e]
         # a float16 product (on tensor cores: `widen` leaves no other) computes its
         # epilogue in float32 from 16-bit or float32 leaves and stores either width
-        tc = (profile.matmul_coop and all(i.dtype == dt.float16 for i in n.inputs)
+        tc = (COOP_EPILOGUES and profile.matmul_coop and all(i.dtype == dt.float16 for i in n.inputs)
               and all(np.dtype(t) != np.float64 for t in (*reg.types, *(l.dtype for l in reg.leaves))))
         if (tuple(reg.shape) != tuple(n.shape) or reg.weight > EPILOGUE_BUDGET
                 or (reg.dtype != n.dtype and not (tc and reg.dtype in _COOP_OUT))
@@ -352,6 +352,7 @@ def _inputs_first(groups: list) -> list:
 
 
 _COOP_OUT = (dt.float16, dt.bfloat16, dt.float32)    # what a tensor-core epilogue stores
+COOP_EPILOGUES = True     # float16 products on tensor cores take epilogues (`bench/tools/amp_mlp.py`)
 
 
 def _low_region(reg: Region) -> bool:
