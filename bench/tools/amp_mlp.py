@@ -70,12 +70,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--only", default="vkml,torch", help="comma list of vkml, torch")
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--no-coop-epilogues", action="store_true",
-                    help="float16 products on tensor cores store, their epilogues run apart")
+    ap.add_argument("--coop-epilogues", choices=("default", "on", "off"), default="default",
+                    help="whether float16 products on tensor cores take fused epilogues "
+                         "(fusion.COOP_EPILOGUES)")
     a = ap.parse_args()
-    if a.no_coop_epilogues:
+    if a.coop_epilogues != "default":
         from vkml.vulkan import fusion
-        fusion.COOP_EPILOGUES = False
+        fusion.COOP_EPILOGUES = a.coop_epilogues == "on"
     dims = tuple(int(d) for d in a.dims.split(","))
     p0, x, y = _mlp_data(a.batch, dims)
     only = set(a.only.split(","))

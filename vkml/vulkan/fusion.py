@@ -352,7 +352,10 @@ def _inputs_first(groups: list) -> list:
 
 
 _COOP_OUT = (dt.float16, dt.bfloat16, dt.float32)    # what a tensor-core epilogue stores
-COOP_EPILOGUES = True     # float16 products on tensor cores take epilogues (`bench/tools/amp_mlp.py`)
+# whether float16 products on tensor cores take epilogues: off, because on the H200 the
+# epilogue's stores through the staging tile cost more than the separate elementwise
+# pass they save (bench/RESULTS.md, issue 23; `bench/tools/amp_mlp.py --coop-epilogues on`)
+COOP_EPILOGUES = False
 
 
 def _low_region(reg: Region) -> bool:
