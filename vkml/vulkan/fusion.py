@@ -292,8 +292,13 @@ def schedule(graph: Graph, fuse: bool | None = None, profile: device.Profile | N
         if e is None or e in epi_of or e in mm_epi:
             continue
         reg = regions[e]
-        if (tuple(reg.shape) != tuple(n.shape) or reg.dtype != n.dtype or reg.weight > EPILOGUE_BUDGET
-                or _low_region(reg)):
+        # a float16 product (on tensor cores: `widen` leaves no other) computes its
+        # epilogue in float32 from 16-bit or float32 leaves and stores either width
+        tc = (COOP_EPILOGUES and profile.matmul_coop and all(i.dtype == dt.float16 for i in n.inputs)
+              and all(np.dtype(t) != np.float64 for t in (*reg.types, *(l.dtype for l in reg.leaves))))
+        if (tuple(reg.shape) != tuple(n.shape) or reg.weight > EPILOGUE_BUDGET
+                or (reg.dtype != n.dtype and not (tc and reg.dtype in _COOP_OUT))
+                or (_low_region(reg) and not tc)):
             continue
         others = _other_loads(reg, n)
         if others is None or len(others) > 4:
@@ -344,6 +349,13 @@ def _inputs_first(groups: list) -> list:
         return (all(r.op in (OpKind.Input, OpKind.Const) for r in g.reads)
                 and g.out.size * g.out.dtype.itemsize <= EARLY_BYTES)
     return [g for g in groups if early(g)] + [g for g in groups if not early(g)]
+
+
+_COOP_OUT = (dt.float16, dt.bfloat16, dt.float32)    # what a tensor-core epilogue stores
+# whether float16 products on tensor cores take epilogues: off, because on the H200 the
+# epilogue's stores through the staging tile cost more than the separate elementwise
+# pass they save (bench/RESULTS.md, issue 23; `bench/tools/amp_mlp.py --coop-epilogues on`)
+COOP_EPILOGUES = False
 
 
 def _low_region(reg: Region) -> bool:

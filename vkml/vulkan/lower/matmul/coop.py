@@ -39,6 +39,8 @@ from typing import NamedTuple
 from ...program import Meta, Program
 from .. import lowp
 from ....trace import dtypes as dt
+from . import epilogue
+from .epilogue import Epi
 from .prologue import meta_fields, prologue
 
 EXTENSIONS = ("GL_NV_cooperative_matrix", "GL_KHR_memory_scope_semantics",
@@ -114,28 +116,34 @@ LEAN = {(128, 128, 32, 64, 32), (64, 64, 32, 32, 32)}
 
 
 @lru_cache(maxsize=256)
-def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float16) -> Program:
-    """The kernel: C (float16 bits, or float32 for out float32) = A @ B, A and B float16
-    bits read eight at a time (uvec4). ta: A stored (K, M); tb: B stored (N, K)."""
+def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float16,
+            epi: Epi | None = None, prod=dt.float16) -> Program:
+    """The kernel: C (16-bit float bits, or float32 for out float32) = A @ B, A and B
+    float16 bits read eight at a time (uvec4). ta: A stored (K, M); tb: B stored (N, K).
+    epi: an elementwise epilogue applied at the stores (`epilogue`, as the SIMT kernels
+    apply theirs), given the product rounded to prod (the MatMul's dtype) as if stored;
+    out is then the epilogue's dtype."""
     BM, BN, BK, WM, WN, FN = t
     assert BM % WM == 0 and BN % WN == 0 and WM % 16 == 0 and WN % FN == 0 and BK % 16 == 0
     WG = t.warps * 32
     I, J = WM // 16, WN // FN
-    p = Program("MatMul_coop", local_size=WG)
+    p = Program("MatMul_coop" + ("_epi" if epi is not None else ""), local_size=WG)
     p.grid = True            # warps and fragments: never merged with other kernels
     p.subgroups = True
     for e in EXTENSIONS:
         p.extension(e)
     lowp.setup(p)
-    p.meta = Meta(*meta_fields(rank))
-    low_out = out != dt.float32
-    direct = DIRECT_STORE and out == dt.float16
+    p.meta = Meta(*meta_fields(rank), *epilogue.fields(epi))
+    low_out = dt.is_low(out)
+    # an epilogue reads the product element by element: through the staging tile
+    direct = DIRECT_STORE and out == dt.float16 and epi is None
     lean = tuple(t[:5]) in LEAN
     # float16 bits as float16_t where fragments are stored straight (a uint16_t matrix
     # store needs the int16 arithmetic the device may lack)
     C = p.buffer("C", "float16_t" if direct else "uint16_t" if low_out else "float")
     A = p.buffer("A", "uvec4", readonly=True)
     B = p.buffer("B", "uvec4", readonly=True)
+    ehoist, estore = epilogue.declare(p, epi)
     # shared slabs, 16-byte words; rows padded by one word against bank conflicts (the
     # fragment loads read 16 bytes from each of 8 rows at once). A slab is kept (BM, BK)
     # row-major, or (BK, BM) for ta, read as column-major fragments
@@ -152,7 +160,7 @@ def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float
     FB = f"fcoopmatNV<16, gl_ScopeSubgroup, 16, {FN}>"
     FC = f"fcoopmatNV<32, gl_ScopeSubgroup, 16, {FN}>"
     U = "[[unroll]] "
-    L = prologue(p, rank)
+    L = prologue(p, rank) + ehoist
     if ORDER_N:
         i = L.index("int tmi = g % tiles_m; g /= tiles_m;")
         L[i], L[i + 1] = L[i + 1], L[i]
@@ -265,7 +273,10 @@ def program(t: Coop, rank: int, ta: bool = False, tb: bool = False, out=dt.float
         L += [f"if (m0 + {BM}u <= uM && n0 + {BN}u <= uN && uK % {BK}u == 0u) {{"] + ["  " + x for x in slabs(False)]
         L += ["} else {"] + ["  " + x for x in slabs(True)] + ["}"]
     # through this warp's 16 x FN staging tile: lane l stores elements l, l + 32, ...
-    st = (lowp.store(out, lowp.round_value(out, "v")) if low_out else "v")
+    v = "v"
+    if epi is not None:
+        v = estore(lowp.round_value(prod, "v") if dt.is_low(prod) else "v", "int(r)", "int(c)")
+    st = lowp.store(out, v) if low_out else v
     if direct:
         st = "unpackFloat2x16(lp_to_f16(v)).x"
     F = 16 * FN

@@ -20,11 +20,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from ....trace import dtypes as dt
+from .. import lowp
 from ...kernels import TEXEL_FORMATS, texel_format
 from ...program import Program
 
 SHADERS = Path(__file__).resolve().parents[2] / "shaders"
+_LOW = {"f16": dt.float16, "bf16": dt.bfloat16}
+_LOW_TAG = {np.dtype(v): k for k, v in _LOW.items()}
 
 
 class Epi(NamedTuple):
@@ -32,7 +37,8 @@ class Epi(NamedTuple):
     fn: str           # GLSL `T epi(T0 a0, ...)`: the region's root from its loads
     math: bool        # fn calls the math library
     double: bool      # ... its float64 part
-    types: tuple      # per bound leaf: its GLSL type, or "tex" (a float32 texel buffer)
+    types: tuple      # per bound leaf: its GLSL type, "tex" (a float32 texel buffer), or
+                      # "f16" / "bf16" (16-bit float bits, read as float32: the coop kernel)
     loads: tuple      # per region load: -1 (the product) or (bound leaf, 'i' | 'm' | 'c')
 
 
@@ -85,11 +91,13 @@ def _is_identity(st, shape) -> bool:
     return all(d == 1 or s == c for d, s, c in zip(shape, st, _contiguous(shape)))
 
 
-def operands(epilogue, node, dev=None) -> tuple:
+def operands(epilogue, node, dev=None, round_each: bool = False) -> tuple:
     """(Epi or None, meta fields, views, texel formats) of an elementwise epilogue
     (region, views per leaf, None for the product itself). dev (the subgroup kernel's
     device): float32 leaves may be texels there (`Profile.matmul_texels`), and a load
-    whose row stride is 0 (a bias) is a column vector ('c').
+    whose row stride is 0 (a bias) is a column vector ('c'). 16-bit float leaves (only
+    the float16 product on tensor cores has such epilogues: `fusion`) are read as their
+    bits; round_each: as `elementwise.region_function`'s.
 
     >>> operands(None, None)
     (None, {}, [], [])
@@ -98,13 +106,14 @@ def operands(epilogue, node, dev=None) -> tuple:
         return None, {}, [], []
     from ..elementwise import region_function, uses_double
     reg, eviews = epilogue
-    fn, math = region_function(reg, "epi")
+    fn, math = region_function(reg, "epi", round_each)
     zi, types, views, fmts = {}, [], [], []
     for j, (l, v) in enumerate(zip(reg.leaves, eviews)):
         if v is not None:
             zi[j] = len(types)
             f = texel_format(dev, v, 1, on=dev.profile.matmul_texels) if dev is not None else None
-            types.append("tex" if f is not None else dt.glsl_type(l.dtype))
+            types.append("tex" if f is not None else _LOW_TAG[np.dtype(l.dtype)]
+                         if dt.is_low(l.dtype) else dt.glsl_type(l.dtype))
             fmts.append(f)
             views.append(v)
     loads, meta = [], {}
@@ -136,7 +145,12 @@ class Store:
         self.epi, self.row_len = epi, row_len
 
     def _z(self, j: int, idx: str) -> str:
-        return f"texelFetch(z{j}, {idx}).x" if self.epi.types[j] == "tex" else f"z{j}[{idx}]"
+        t = self.epi.types[j]
+        if t == "tex":
+            return f"texelFetch(z{j}, {idx}).x"
+        if t in _LOW:
+            return lowp.load(_LOW[t], f"z{j}[{idx}]")
+        return f"z{j}[{idx}]"
 
     def __call__(self, v: str, r: str, c: str, j: int | None = None) -> str:
         """The epilogue at (r, c); j: c's column within the lane, whose column-vector
@@ -179,6 +193,9 @@ def declare(p: Program, epi: Epi | None, row_len: str = "N") -> tuple[list[str],
     for j, t in enumerate(epi.types):
         if t == "tex":
             p.buffer(f"z{j}", "float", readonly=True, texel=TEXEL_FORMATS[1])
+        elif t in _LOW:
+            lowp.setup(p)
+            p.buffer(f"z{j}", lowp.buffer_type(1), readonly=True)
         else:
             p.buffer(f"z{j}", t, readonly=True)
     if epi.math:

@@ -45,19 +45,21 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
         return
     if a.dtype == dt.float16:
         # float16 operands reach a MatMul only where tensor cores take them (`widen`)
-        assert epilogue is None and coop.eligible(M, N, K, ta, tb), "widen leaves float16 MatMuls to coop"
-        _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb)
+        assert coop.eligible(M, N, K, ta, tb), "widen leaves float16 MatMuls to coop"
+        _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epilogue)
         return
     _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epilogue)
 
 
-def _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb) -> None:
+def _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi_in) -> None:
     t = coop.choose(M, N, nbatch, shapes=getattr(ctx.dev, "coop_shapes", ()))
-    p = coop.program(t, len(shp), ta, tb, node.dtype)
+    # an epilogue computes as a fused elementwise kernel reading the stored product would
+    epi, epi_meta, epi_views, _ = epilogue_operands(epi_in, node, None, ctx.profile.lowp_round_each)
+    p = coop.program(t, len(shp), ta, tb, epi_in[0].dtype if epi_in else node.dtype, epi, node.dtype)
     tiles_m, tiles_n = -(-M // t.bm), -(-N // t.bn)
     ctx.dispatch(ctx.kernel(p), {"M": M, "N": N, "K": K, "tiles_m": tiles_m, "tiles_n": tiles_n,
-                                 "nbatch": nbatch, "shape": shp, "sa": sa, "sb": sb},
-                 [out, a, b], groups=tiles_m * tiles_n * nbatch)
+                                 "nbatch": nbatch, "shape": shp, "sa": sa, "sb": sb, **epi_meta},
+                 [out, a, b, *epi_views], groups=tiles_m * tiles_n * nbatch)
 
 
 def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi_in) -> None:
