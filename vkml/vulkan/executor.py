@@ -34,7 +34,7 @@ from .split_k import max_k, split_k
 from .widen import widen
 from .dispatch import CHECK_WORDS, Check, Dispatch, Loop, View, arm, barriers_before, raise_checks, view_of
 from .kernels import Kernel
-from .lower import elementwise
+from .lower import elementwise, fill
 from .memory import ALIGN, MAX_ELEMENTS, Buffer
 from .program import Program, pack
 from .recording import Recording
@@ -240,7 +240,10 @@ class Lowered:
 
 
 def _lower_group(g, views: dict, out: View, ctx: LowerCtx) -> None:
-    if g.node is None:
+    if g.node is None and g.region.code[g.region.out][0] == "const":
+        # a constant alone: its value in meta, so one fill kernel serves every value
+        fill.fill_view(ctx, out, g.region.code[g.region.out][2])
+    elif g.node is None:
         elementwise.lower_region(g.region, [views[l.id] for l in g.region.leaves], out, ctx)
     elif g.prologue is not None or g.epilogue is not None:
         pro = None if g.prologue is None else (g.prologue, [views[l.id] for l in g.prologue.leaves])

@@ -34,7 +34,6 @@ from ..vk import vk
 from ..kernels import TEXEL_BYTES, divisor
 from ..program import Meta, Program
 from .elementwise import MAX_RANK, _local_size, collapse
-from .fill import program as scalar_fill_program, scalar_words
 
 # the uint texel format holding W words (a W = 8 load is two 4-word texels)
 WORD_TEXELS = {1: vk.VK_FORMAT_R32_UINT, 2: vk.VK_FORMAT_R32G32_UINT, 4: vk.VK_FORMAT_R32G32B32A32_UINT,
@@ -223,49 +222,3 @@ def _pack(W: int, words: list[str]) -> str:
         return "u64vec4(" + ", ".join(f"packUint2x32(uvec2({words[2 * i]}, {words[2 * i + 1]}))"
                                       for i in range(4)) + ")"
     return f"{_WIDE[W]}({', '.join(words)})"
-
-
-def fill(ctx, out, value) -> None:
-    """Dispatch a fill of the whole view out with value (in its dtype), W words an
-    invocation: a 16-bit value is the word of two, a float64 one two words."""
-    d = np.dtype(out.dtype)
-    n = out.size
-    if n == 0:
-        return
-    words = scalar_words(value, d)
-    size = dt.itemsize(d)
-    if size == 2:
-        words = [(words[0] & 0xFFFF) * 0x10001]
-    nw = n * size // 4
-    prof = ctx.profile
-    if (size == 2 and n % 2) or not prof.vectorize or nw < prof.vector_min:
-        k = ctx.kernel(scalar_fill_program(d))
-        ctx.dispatch(k, {"n": n, "value": scalar_words(value, d)}, [out], threads=n)
-        return
-    W = next(w for w in _widths(ctx.dev) if nw % w == 0 and w >= len(words))
-    lo = words[0] - (1 << 32) if words[0] >= 1 << 31 else words[0]
-    hi = words[-1] - (1 << 32) if words[-1] >= 1 << 31 else words[-1]
-    nv = nw // W
-    R = _rounds(nv)
-    lx = _local_size(ctx.dev, -(-nv // R))
-    ctx.dispatch(ctx.kernel(fill_program(W, R, lx)), {"nv": nv, "lo": lo, "hi": hi}, [out],
-                 groups=-(-nv // (R * lx)))
-
-
-@lru_cache(maxsize=64)
-def fill_program(W: int, R: int, lx: int) -> Program:
-    """o[i] = the words (lo, hi, lo, hi, ...) for the nv groups of W words, R groups an
-    invocation (W = 1 only for a one-word pattern: lo = hi)."""
-    p = Program("Full", local_size=lx)
-    p.meta = Meta(("nv", 1), ("lo", 1), ("hi", 1))
-    if W == 8:
-        p.extension("GL_ARB_gpu_shader_int64")
-    o = p.buffer("o", _WIDE[W] if W > 1 else "uint")
-    val = "lo" if W == 1 else _pack(W, ["lo", "hi"] * (W // 2))
-    # the meta values read before the range check, where lavapipe reads them once
-    L = [f"uint g0 = group_id() * {R * lx}u + lidx();", f"uint nv = uint({p.m('nv')});",
-         f"uint lo = uint({p.m('lo')}), hi = uint({p.m('hi')});", f"{_WIDE.get(W, 'uint')} val = {val};",
-         "if (g0 >= nv) return;", f"{o}[g0] = val;"]
-    L += [f"if (g0 + {k * lx}u < nv) {o}[g0 + {k * lx}u] = val;" for k in range(1, R)]
-    p.main(*L)
-    return p

@@ -283,10 +283,7 @@ def lower_region(reg, leaf_views: Sequence, out, ctx) -> None:
     if n == 0:
         return
     if reg.code[reg.out][0] == "const":
-        # a constant alone: its value in meta, so one fill kernel serves every value
-        from .fill import fill_view
-        fill_view(ctx, out, reg.code[reg.out][2])
-        return
+        raise AssertionError("a region of one constant is lowered as a fill (executor._lower_group)")
     prof = ctx.profile
     shp, st = collapse(reg.shape, [contiguous_strides(reg.shape)] + [l[2] for l in reg.loads])
     loads = [(l[1], s) for l, s in zip(reg.loads, st[1:])]
