@@ -41,12 +41,12 @@ class GlslangLibError(RuntimeError):
     """The in-process glslang rejected a shader; the message holds its info log."""
 
 
-def _lib_dirs() -> list[Path]:
-    out = []
+def _lib_dir() -> Path | None:
+    """Where glslang-dev's static libraries are, if anywhere."""
     for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"):
         if (Path(d) / "libglslang.a").exists():
-            out.append(Path(d))
-    return out
+            return Path(d)
+    return None
 
 
 def _build(target: Path, libdir: Path, cxx: str) -> None:
@@ -90,13 +90,13 @@ def _load(d: Path) -> ctypes.CDLL | None:
         return None
     if setting not in ("", "1"):
         return _bind(ctypes.CDLL(setting))
-    libdirs = _lib_dirs()
+    libdir = _lib_dir()
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    if not _INCLUDE.exists() or not libdirs:
+    if not _INCLUDE.exists() or libdir is None:
         why_not = "glslang-dev (headers and static libraries) is not installed"
         return None
     key = hashlib.sha256(_SOURCE.read_bytes()
-                         + b"".join(str(os.stat(libdirs[0] / f"lib{n}.a").st_mtime_ns).encode()
+                         + b"".join(str(os.stat(libdir / f"lib{n}.a").st_mtime_ns).encode()
                                     for n in _LIBS)).hexdigest()[:16]
     d.mkdir(parents=True, exist_ok=True)
     target = d / f"libvkml_glslang-{key}.so"
@@ -104,7 +104,7 @@ def _load(d: Path) -> ctypes.CDLL | None:
         if not cxx:
             why_not = "no C++ compiler (c++ or g++) to build the glslang library"
             return None
-        _build(target, libdirs[0], cxx)
+        _build(target, libdir, cxx)
     return _bind(ctypes.CDLL(str(target)))
 
 

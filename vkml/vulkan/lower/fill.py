@@ -56,14 +56,9 @@ def program(dtype) -> Program:
 
 
 def fill_view(ctx, out, value) -> None:
-    """Dispatch a fill of the whole view with value (in the view's dtype): many words an
-    invocation (`fill`), `program` on small or odd-sized views."""
-    fill(ctx, out, value)
-
-
-def fill(ctx, out, value) -> None:
     """Dispatch a fill of the whole view out with value (in its dtype), W words an
-    invocation: a 16-bit value is the word of two, a float64 one two words."""
+    invocation (a 16-bit value is the word of two, a float64 one two words); `program`,
+    one element an invocation, on small or odd-sized views."""
     d = np.dtype(out.dtype)
     n = out.size
     if n == 0:

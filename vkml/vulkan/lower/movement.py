@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
-from ...trace.shapes import contiguous_strides
+from ...trace.shapes import contiguous_strides, size_of
 from ..kernels import divisor, texel_format
 from ..program import Meta, Program
 from .copies import copy
@@ -116,12 +116,7 @@ def _concat(ctx, node, ins, out, ax: int) -> bool:
     T = dt.glsl_type(node.dtype) if not dt.is_low(node.dtype) else None
     if T not in ("float", "int", "double") or any(v.dtype != node.dtype for v in ins):
         return False
-    inner = 1
-    for d in node.shape[ax + 1:]:
-        inner *= d
-    rows = 1
-    for d in node.shape[:ax]:
-        rows *= d
+    inner, rows = size_of(node.shape[ax + 1:]), size_of(node.shape[:ax])
     widths = [v.shape[ax] * inner for v in ins]
     total = sum(widths)
     if not rows or not total:
