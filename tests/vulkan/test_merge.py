@@ -265,3 +265,43 @@ def test_merged_kernels_are_bounded_by_their_compile_cost():
     assert merge._cheap_to_compile(3 * big, 3 * big * big)
     assert not merge._cheap_to_compile(4 * big, 4 * big * big)
     assert merge._cheap_to_compile(merge.SMALL_SOURCE, 1)           # small kernels merge freely
+
+
+@pytest.mark.parametrize("B,T,D", [(128, 64, 24), (32, 128, 16)])
+def test_dynamic_kernels_stay_within_the_loop_limit(B, T, D):
+    """Attention's scores beside a softmax, merged dynamic on one worker: one workgroup
+    used to take every unit and pass lavapipe's 65535 loop heads, which ended its loops
+    silently (wrong scores and probabilities). Each workgroup now takes at most as many
+    units as fit half the limit."""
+    import vkml.nn.functional as F
+    q, k, s = (rng.standard_normal(sh).astype(np.float32) for sh in ((B, T, D), (B, D, T), (B, T, T)))
+    with device.using(workers=1, dynamic=True):
+        f = vkml.jit(lambda q, k, s: (q @ k, F.softmax(s, axis=-1)))
+        mm, sm = (np.asarray(v, np.float64) for v in f(vnp.asarray(q), vnp.asarray(k), vnp.asarray(s)))
+        if CPU:
+            low = f.lower(vnp.asarray(q), vnp.asarray(k), vnp.asarray(s))
+            assert low.dispatch_count < low.kernel_count          # still merged
+    e = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(mm, q.astype(np.float64) @ k, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(sm, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def _looping(groups, heads, local=16):
+    """A fake mergeable part of `groups` workgroups whose invocations run `heads` loop heads."""
+    prog = NS(mergeable=True, barriers=False, subgroups=False, libraries={}, render=lambda h=0: "x" * 100)
+    kernel = NS(program=prog, local_size=local, n_tensors=1, texels=())
+    return merge._Part(NS(views=[NS(nbytes=64)], kernel=kernel, groups=groups, heads=heads), prog)
+
+
+def test_merged_parts_add_up_to_half_the_loop_limit():
+    dev = NS(max_storage_buffers=64, max_sampled=64, max_resources=128)
+    budget = merge.head_budget(NS(loop_limit=65535))
+    a, b, c = _looping(4, 12_000), _looping(4, 12_000), _looping(4, 12_000)
+    sets = merge._sets([a, b, c], 16, dev, 4, budget)
+    assert sorted(len(s) for s, _, _ in sets) == [1, 2]            # two fit, the third apart
+    assert all(merge._turn_heads(s, L, G) <= budget for s, L, G in sets)
+    many = _looping(64, 2_000)                # 16 units of it per workgroup at G = 4: too many
+    assert [len(s) for s, _, _ in merge._sets([a, many], 16, dev, 4, budget)] == [1, 1]
+    assert len(merge._sets([a, b, c], 16, dev, 4, 0)) == 1         # no limit: one kernel
+    unknown = NS(views=[NS(nbytes=64)], kernel=a.ds.kernel, groups=4, heads=None)
+    assert merge._part(unknown, budget) is None and merge._part(unknown, 0) is not None

@@ -138,9 +138,12 @@ def _concat(n, g, *xs):
 
 
 def _matmul(n, g, a, b):
-    # Not the cheaper one-matmul-over-all-rows form for a batch against one matrix: it
-    # exposes a horizontal-merging bug (a wrong loss from examples/gpt.py's jitted step
-    # with checkpointing; right under merge=False). Restore it once merge is fixed.
+    if len(b.shape) == 2 and len(a.shape) > 2:
+        # a batch of rows against one matrix (x @ W over a sequence): W's cotangent is one
+        # matmul over all the rows, not a batched matmul whose products are then summed
+        k, m = a.shape[-1], g.shape[-1]
+        rows = size_of(a.shape[:-1])
+        return g @ b.mT, reshape(a, (rows, k)).mT @ reshape(g, (rows, m))
     return unbroadcast(g @ b.mT, a.shape), unbroadcast(a.mT @ g, b.shape)
 
 

@@ -6,7 +6,7 @@ Shared by the lowering (`executor`), horizontal merging (`merge`) and the record
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -49,6 +49,10 @@ class Dispatch:
     writes: tuple         # indices into views that the kernel writes
     groups: int
     zero: tuple = ()      # views the recording fills with zeros first (`merge` counters)
+    # loop heads one invocation runs, at most; None: not known. lavapipe ends every loop of
+    # an invocation past `Profile.loop_limit` heads in all, silently, so `merge` joins only
+    # dispatches whose bounds it can add up
+    heads: int | None = None
 
 
 @dataclass
@@ -74,8 +78,8 @@ class Loop:
     def moved(self, move: Callable[[View], View]) -> "Loop":
         """The loop with every view (its body's too) replaced by move(view)."""
         body = [ds.moved(move) if isinstance(ds, Loop) else
-                Dispatch(ds.kernel, ds.meta, [move(v) for v in ds.views], ds.writes, ds.groups,
-                         tuple(move(v) for v in ds.zero)) for ds in self.body]
+                replace(ds, views=[move(v) for v in ds.views], zero=tuple(move(v) for v in ds.zero))
+                for ds in self.body]
         cp = lambda cs: [(move(a), move(b), sa, sb) for a, b, sa, sb in cs]   # noqa: E731
         return Loop(body, self.length, self.reverse, cp(self.before), cp(self.pre), cp(self.post),
                     [move(v) for v in self.views], self.writes, self.held)

@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -70,10 +70,12 @@ class LowerCtx:
 
     def dispatch(self, kernel: Kernel, meta: Mapping | Sequence[int], views: Sequence[View],
                  writes: Sequence[int] | None = None, groups: int | None = None,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, heads: int | None = None) -> None:
         """Queue a dispatch; give either workgroup count or thread count (rounded up).
         meta: the program's fields by name (`program.Meta.pack`) or ints packed already.
-        writes: the views the kernel writes (default: its bindings not read-only)."""
+        writes: the views the kernel writes (default: its bindings not read-only).
+        heads: the loop heads one invocation runs at most, counting every iteration of
+        every loop (`Dispatch.heads`); without it the dispatch is never merged."""
         if groups is None:
             groups = -(-int(threads) // kernel.local_size)
         if groups <= 0:
@@ -87,7 +89,8 @@ class LowerCtx:
         if m.size and (m.max() > 2**31 - 1 or m.min() < -2**31):
             raise ValueError(f"{kernel.name}: an index or size exceeds the 32-bit range kernels use")
         w = prog.writes if writes is None else tuple(writes)
-        self.dispatches.append(Dispatch(kernel, m.astype(np.int32), list(views), w, int(groups)))
+        self.dispatches.append(Dispatch(kernel, m.astype(np.int32), list(views), w, int(groups),
+                                        heads=None if heads is None else int(heads)))
 
     def _addressed(self, kernel: Kernel, views: Sequence[View]) -> Kernel:
         """The kernel's variant reaching the views past one storage-buffer binding by
@@ -297,7 +300,7 @@ def rebind(dispatches: list, binding: dict) -> list:
             if b is not None:
                 v = View(b.block.buffer, b.offset + v.offset, v.nbytes, id(b.block), v.shape, v.dtype)
             views.append(v)
-        out.append(Dispatch(ds.kernel, ds.meta, views, ds.writes, ds.groups, ds.zero))
+        out.append(replace(ds, views=views))
     return out
 
 
@@ -385,7 +388,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     kernels = [d for d in dispatches if not isinstance(d, Loop)]
     built = dict(zip(map(id, kernels), rt.kernels.build_all([d.kernel for d in kernels])))
     dispatches = [d if isinstance(d, Loop) or d.kernel is built[id(d)] else
-                  Dispatch(built[id(d)], d.meta, d.views, d.writes, d.groups, d.zero) for d in dispatches]
+                  replace(d, kernel=built[id(d)]) for d in dispatches]
     return Lowered(p, dispatches, outs, arena, list(held.values()), n_kernels, checks)
 
 

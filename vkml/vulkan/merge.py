@@ -38,6 +38,16 @@ lavapipe's LLVM compile time grows faster than a kernel's size, and a merged ker
 new code where its identical parts were one kernel compiled once (bench/RESULTS.md,
 "merge budget", has the first calls with and without the bound).
 
+Loop heads: lavapipe's gallivm ends every loop of an invocation once that invocation has
+run `Profile.loop_limit` loop heads in all, silently. A merged kernel runs several parts'
+loops in one invocation, and a dynamic one keeps taking units, so either may pass a limit
+that each part alone stays well within (a dynamic attention kernel on one worker thread
+returned wrong scores). Every dispatch therefore says how many heads one of its
+invocations runs at most (`Dispatch.heads`, from its lowering); one that does not say is
+never merged, a merged kernel's parts add up to at most half the limit, and a dynamic
+kernel's workgroups take at most as many units as fit that half (more workgroups then
+share the units).
+
 Only dispatches touching at most MAX_BYTES each are merged: a long kernel does not
 notice the cost of a dispatch, and keeping it alone keeps its own meta reads where they were.
 """
@@ -75,18 +85,40 @@ class _Part:
         return self.program.subgroups
 
     @property
+    def heads(self) -> int:
+        return self.ds.heads or 0
+
+    @property
     def size(self) -> int:
         """GLSL characters but its libraries' (a merged kernel holds those once)."""
         return len(self.program.render(0)) - sum(len(t) for t in self.program.libraries.values())
 
 
-def _part(ds) -> _Part | None:
+def _part(ds, limit: int) -> _Part | None:
     if isinstance(ds, Loop):              # a loop keeps its place
         return None
     p: Program = ds.kernel.program
     if not p.mergeable or sum(v.nbytes for v in ds.views) > MAX_BYTES:
         return None
+    if limit and (ds.heads is None or ds.heads + 2 > limit):
+        return None                       # its loops are not known to fit beside others'
     return _Part(ds, p)
+
+
+def head_budget(profile) -> int:
+    """Loop heads a merged kernel's invocation may run: half the driver's limit (0: no
+    limit). Half, so a bound that is off by a few heads never meets the limit itself.
+
+    >>> head_budget(type("P", (), {"loop_limit": 65535})), head_budget(type("P", (), {"loop_limit": 0}))
+    (32767, 0)
+    """
+    return profile.loop_limit // 2 if profile.loop_limit else 0
+
+
+def _turn_heads(s: list, L: int, G: int) -> int:
+    """Loop heads of one turn of a merged kernel over parts s (G units of L): each part's
+    share of units, each unit's heads and the head of the loop over them."""
+    return 1 + sum(p.ds.groups * (p.ds.kernel.local_size // L) // G * (p.heads + 1) for p in s)
 
 
 def _fits(dev, parts: list, extra: int = 0) -> bool:
@@ -106,7 +138,7 @@ def _cheap_to_compile(size: int, squares: int) -> bool:
     return size <= SMALL_SOURCE or size * size <= COMPILE_RATIO * squares
 
 
-def _sets(parts: list, S: int, dev, workers: int) -> list[tuple[list, int, int]]:
+def _sets(parts: list, S: int, dev, workers: int, limit: int = 0) -> list[tuple[list, int, int]]:
     """Parts in sets that can share a kernel, as (parts, L, G): workgroups of L (the
     smallest size; every other a multiple of it, rigid parts at L only, and a part split
     into smaller workgroups only where its subgroups stay whole) and G of them, each
@@ -117,7 +149,8 @@ def _sets(parts: list, S: int, dev, workers: int) -> list[tuple[list, int, int]]
     same work and runs all of it: lavapipe runs both sides of an if under a lane mask, so a kernel branching to one part per
     workgroup ran every part's straight-line code in every workgroup (the small MLP step
     slower than unmerged), and it hands each worker thread one contiguous share of the
-    workgroups. Within the descriptor limits; single parts come back as sets of one."""
+    workgroups. Within the descriptor limits and the loop-head budget `limit` (a turn's
+    heads, `_turn_heads`); single parts come back as sets of one."""
     def alone(p):
         return ([p], p.ds.kernel.local_size, p.ds.groups)
     if len(parts) < 2:
@@ -145,16 +178,21 @@ def _sets(parts: list, S: int, dev, workers: int) -> list[tuple[list, int, int]]
             break
         cur, size, sq, libs = [], 0, 0, set()
         for p in take:
+            if limit and _turn_heads([p], L, G) > limit:
+                sets.append(alone(p))     # too many of its units for one invocation
+                continue
             whole = p.size + sum(len(t) for t in p.program.libraries.values())
             grown = size + p.size + sum(len(t) for n, t in p.program.libraries.items() if n not in libs)
-            if cur and (not _fits(dev, cur + [p]) or not _cheap_to_compile(grown, sq + whole * whole)):
+            if cur and (not _fits(dev, cur + [p]) or not _cheap_to_compile(grown, sq + whole * whole)
+                        or (limit and _turn_heads(cur + [p], L, G) > limit)):
                 sets.append((cur, L, G))
                 cur, sq, libs = [], 0, set()
                 grown = whole
             cur.append(p)
             size, sq = grown, sq + whole * whole
             libs.update(p.program.libraries)
-        sets.append((cur, L, G))
+        if cur:
+            sets.append((cur, L, G))
     return sets + singles
 
 
@@ -206,7 +244,7 @@ def _ranges(ds) -> tuple[list, list]:
     return [r for i, r in enumerate(rr) if i not in ds.writes], [rr[i] for i in ds.writes]
 
 
-def _runs(dispatches: list) -> list[list]:
+def _runs(dispatches: list, limit: int = 0) -> list[list]:
     """dispatches in runs that need no barrier inside. A mergeable dispatch joins the
     earliest of the last WINDOW runs such that neither it nor any later run has a range
     in conflict with it (it then runs before those later runs, which is the same program:
@@ -219,7 +257,7 @@ def _runs(dispatches: list) -> list[list]:
         at = len(runs)
         while at > 0 and not runs[at - 1].conflicts(rs, ws):
             at -= 1
-            if _part(ds) is None or len(runs) - at >= WINDOW:
+            if _part(ds, limit) is None or len(runs) - at >= WINDOW:
                 break
         if at == len(runs):
             runs.append(_Run())
@@ -240,16 +278,23 @@ def merge(rt, dispatches: list) -> list:
     workers = max(prof.workers, 1)
     if not active(prof) or not dispatches:
         return dispatches
-    runs = _runs(dispatches)
+    limit = head_budget(prof)
+    runs = _runs(dispatches, limit)
     out, slot = [], 0
     for run in runs:
         parts, keep = [], []
         for ds in run:
-            p = _part(ds)
+            p = _part(ds, limit)
             (parts if p is not None else keep).append(p if p is not None else ds)
-        for s, L, G in _sets(parts, dev.subgroup_size, dev, workers):
+        for s, L, G in _sets(parts, dev.subgroup_size, dev, workers, limit):
+            # a workgroup of a dynamic kernel takes at most `turns` units (0: no bound)
+            turns = limit // _turn_heads(s, L, G) if limit else 0
+            if turns >= G:
+                turns = 0
+            elif turns:
+                turns = 1 << (turns.bit_length() - 1)     # fewer distinct kernels
             dyn = (prof.dynamic and L == dev.subgroup_size and G > workers and slot < SLOTS
-                   and _fits(dev, s, extra=1))
+                   and (not limit or turns == 0 or turns >= 2) and _fits(dev, s, extra=1))
             if len(s) == 1 and not dyn:
                 keep.append(s[0].ds)
                 continue
@@ -257,7 +302,8 @@ def merge(rt, dispatches: list) -> list:
             for p in s:
                 bases.append(base)
                 base += len(p.ds.meta)
-            prog = merged([(p.program, p.ds.groups, b) for p, b in zip(s, bases)], L, G, counter=dyn)
+            prog = merged([(p.program, p.ds.groups, b) for p, b in zip(s, bases)], L, G, counter=dyn,
+                          turns=turns if dyn else 0)
             k = rt.kernels.get(prog, build=False)    # built with the rest (`lower_graph`)
             views, writes, base = [], [], 0
             for p in s:
@@ -270,8 +316,9 @@ def merge(rt, dispatches: list) -> list:
                 slot += 1
                 writes.append(len(views))
                 views.append(c)
-                keep.append(Dispatch(k, meta, views, tuple(writes), min(workers, G), (c,)))
+                W = max(min(workers, G), -(-G // turns) if turns else 0)
+                keep.append(Dispatch(k, meta, views, tuple(writes), W, (c,), heads=None))
             else:
-                keep.append(Dispatch(k, meta, views, tuple(writes), G))
+                keep.append(Dispatch(k, meta, views, tuple(writes), G, heads=None))
         out += keep
     return out

@@ -417,12 +417,14 @@ def _render(parts: Sequence[tuple], local_size: int, spec: tuple, hoist: bool,
     return "".join(src)
 
 
-def merged(parts: Sequence[tuple[Program, int, int]], L: int, G: int, counter: bool = False) -> Program:
+def merged(parts: Sequence[tuple[Program, int, int]], L: int, G: int, counter: bool = False,
+           turns: int = 0) -> Program:
     """One program running parts [(program, workgroups, meta base)] as G units of L
     invocations, each unit running its share of every part's workgroups (their count in
     workgroups of L, a multiple of G) in turn. A unit is a workgroup, or with counter
     (a zeroed uint buffer bound last; L a subgroup) one turn of a few workgroups' loop,
-    each taking the next unit from the counter. Every fixed meta read is done first thing.
+    each taking the next unit from the counter, at most `turns` of them (0: until none
+    is left; the dispatch then has enough workgroups). Every fixed meta read is done first thing.
     A part's bindings follow the previous parts'; its meta lies at its base."""
     ps = []
     for q, (p, groups, base) in enumerate(parts):
@@ -452,7 +454,7 @@ def merged(parts: Sequence[tuple[Program, int, int]], L: int, G: int, counter: b
         main.append("uint hg = group_id();")
     else:
         code.append(f"layout(std430, set = 0, binding = {n + 1}) buffer HCount {{ uint hcount[]; }};\n")
-        main += ["for (;;) {", "  uint hn = 0u;", "  if (subgroupElect()) hn = atomicAdd(hcount[0], 1u);",
+        main += ["for (;;) {" if not turns else f"for (uint ht = 0u; ht < {turns}u; ++ht) {{", "  uint hn = 0u;", "  if (subgroupElect()) hn = atomicAdd(hcount[0], 1u);",
                  "  uint hg = subgroupMax(hn);", f"  if (hg >= {G}u) break;"]
         ind = "  "
     for p, _, pre, _, r in ps:

@@ -27,4 +27,4 @@ def lower(node, ins, out, ctx) -> None:
     d = np.dtype(node.dtype)
     k = ctx.kernel(program(d))
     ctx.dispatch(k, {"n": node.size, "start": scalar_words(node.attrs["start"], d),
-                     "step": scalar_words(node.attrs["step"], d)}, [out], threads=node.size)
+                     "step": scalar_words(node.attrs["step"], d)}, [out], threads=node.size, heads=0)

@@ -121,7 +121,7 @@ def copy(ctx, name: str, out, out_layout, src, src_layout, shape: Sequence[int])
     lx = _local_size(ctx.dev, -(-nv // R))
     tex = _word_texel(ctx.dev, src, W if xm == "v" else 1)
     prog = copy_program(name, K, W, om, xm, tex, R, lx)
-    ctx.dispatch(ctx.kernel(prog), meta, [out, src], groups=-(-nv // (R * lx)))
+    ctx.dispatch(ctx.kernel(prog), meta, [out, src], groups=-(-nv // (R * lx)), heads=0)
     return True
 
 

@@ -33,7 +33,7 @@ from ..program import Meta, Program
 from ..regions import build_region
 from . import lowp
 from .vectors import pack, unpack, wide_type
-from .expressions import (SHADERS, expression, integer_pow_lines, literal, math_library, op_expr,
+from .expressions import (LIB_HEADS, SHADERS, expression, integer_pow_lines, literal, math_library, op_expr, op_heads,
                           op_weight)
 
 __all__ = ["MAX_RANK", "SHADERS", "bcast_layout", "collapse", "expression", "integer_pow_lines", "literal",
@@ -127,7 +127,8 @@ def strided(ctx, name: str, expr: str, out, out_layout, ins, in_layouts, shape, 
         meta[f"x{j}_offset"], meta[f"x{j}_strides"] = off, st
     in_types = tuple(dt.glsl_type(v.dtype) for v in ins)
     k = ctx.kernel(strided_program(name, expr, in_types, dt.glsl_type(out.dtype), len(shp), math))
-    ctx.dispatch(k, meta, [out, *ins], threads=n)
+    # its loop over the axes; a math call's loops at most the library's longest (`LIB_HEADS`)
+    ctx.dispatch(k, meta, [out, *ins], threads=n, heads=len(shp) + (max(LIB_HEADS.values()) if math else 0))
 
 
 def bcast_layout(in_shape: Sequence[int], out_shape: Sequence[int]):
@@ -322,10 +323,18 @@ def lower_region(reg, leaf_views: Sequence, out, ctx) -> None:
         if len(_PROGRAMS) > 4096:
             _PROGRAMS.clear()
         _PROGRAMS[key] = prog
-    ctx.dispatch(ctx.kernel(prog), meta, [out, *leaf_views], groups=-(-nv // (R * lx)))
+    ctx.dispatch(ctx.kernel(prog), meta, [out, *leaf_views], groups=-(-nv // (R * lx)),
+                 heads=R * W * region_heads(reg))
 
 
 _PROGRAMS: dict = {}      # region signature and layout -> its Program (eager ops repeat)
+
+
+def region_heads(reg) -> int:
+    """Loop heads one element of a region may run, at most: its operators' library calls
+    (the region's own code is straight-line)."""
+    return sum(op_heads(ins[1], ins[2], ins[3], ins[4]) for ins in reg.code
+               if ins[0] not in ("load", "const"))
 
 
 def arange_leaf(node) -> tuple | None:

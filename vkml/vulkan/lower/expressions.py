@@ -60,6 +60,15 @@ LIB_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_pow": 40, "vk_floordiv": 30, "vk_r
               "vk_sigmoid": 12, "vk_div": 10, "vk_ipow": 10,
               "vk_atan2": 35, "vk_gcd": 10}
 
+# loop heads one call of a math library function may run, at most (lavapipe ends every loop
+# of an invocation once it has run 65535 heads in all: `vulkan/merge.py` bounds a merged
+# kernel's sum). Range reduction for sin/cos, the exponent's bits for an integer power,
+# Euclid's steps for gcd, and fmod's halvings (float64 exponents: up to 2 x 2098) for
+# floordiv/remainder; every other function runs at most a few (vk_div's rounding fix-up).
+LIB_HEADS = {"vk_sin": 160, "vk_cos": 160, "vk_pow": 80, "vk_ipow": 40, "vk_gcd": 64,
+             "vk_floordiv": 4400, "vk_remainder": 4400}
+OTHER_HEADS = 8
+
 
 @dataclass(frozen=True)
 class Expr:
@@ -84,6 +93,11 @@ class Expr:
     def weight(self) -> int:
         """Code size in simple operations (one, plus the library functions it calls)."""
         return 1 + sum(LIB_WEIGHT[f] for f in self.calls)
+
+    @property
+    def heads(self) -> int:
+        """Loop heads one evaluation may run, at most (`LIB_HEADS`)."""
+        return sum(LIB_HEADS.get(f, OTHER_HEADS) for f in self.calls)
 
 
 def _e(text: str, *calls: str) -> Expr:
@@ -247,6 +261,19 @@ def op_weight(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, approximate=N
         return 1 + len(integer_pow_lines("a", exponent, dt.compute_type(in_dtype), "t")[0])
     w = op_expr(op, in_dtype, out_dtype, {"approximate": approximate}).weight
     return w * 2 if np.dtype(in_dtype) == dt.float64 and w > 1 else w
+
+
+def op_heads(op: OpKind, in_dtype: np.dtype, out_dtype: np.dtype, attrs: dict) -> int:
+    """Loop heads one evaluation of an elementwise operator may run, at most (IntegerPow:
+    straight-line multiplications, none).
+
+    >>> f32 = np.dtype(np.float32)
+    >>> op_heads(OpKind.Add, f32, f32, {}), op_heads(OpKind.Sin, f32, f32, {})
+    (0, 160)
+    """
+    if op is OpKind.IntegerPow:
+        return 0
+    return op_expr(op, in_dtype, out_dtype, attrs).heads
 
 
 def literal(dtype, value) -> str:

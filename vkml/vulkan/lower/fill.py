@@ -71,7 +71,7 @@ def fill_view(ctx, out, value) -> None:
     prof = ctx.profile
     if (size == 2 and n % 2) or not prof.vectorize or nw < prof.vector_min:
         k = ctx.kernel(program(d))
-        ctx.dispatch(k, {"n": n, "value": scalar_words(value, d)}, [out], threads=n)
+        ctx.dispatch(k, {"n": n, "value": scalar_words(value, d)}, [out], threads=n, heads=0)
         return
     W = next(w for w in _widths(ctx.dev) if nw % w == 0 and w >= len(words))
     lo = words[0] - (1 << 32) if words[0] >= 1 << 31 else words[0]
@@ -80,7 +80,7 @@ def fill_view(ctx, out, value) -> None:
     R = _rounds(nv)
     lx = _local_size(ctx.dev, -(-nv // R))
     ctx.dispatch(ctx.kernel(fill_program(W, R, lx)), {"nv": nv, "lo": lo, "hi": hi}, [out],
-                 groups=-(-nv // (R * lx)))
+                 groups=-(-nv // (R * lx)), heads=0)
 
 
 @lru_cache(maxsize=64)

@@ -362,7 +362,7 @@ def _index_select(node, ins, out, ctx) -> None:
     _, inner = _outer_inner(x.shape, ax)
     k = ctx.kernel(select_program(dt.glsl_type(x.dtype)))
     ctx.dispatch(k, {"total": out.size, "m": idx.shape[0], "n": x.shape[ax], "inner": inner},
-                 [out, x, idx], threads=out.size)
+                 [out, x, idx], threads=out.size, heads=0)
 
 
 def _overflow_check(node, ctx, T: str) -> list:
@@ -390,21 +390,22 @@ def _scatter_add(node, ins, out, ctx) -> None:
     err = _overflow_check(node, ctx, T) if reduce == "add" else []
     if m <= SORT_MIN:
         k = ctx.kernel(scatter_all_program(T, bool(err), reduce))
-        ctx.dispatch(k, meta, [out, src, idx] + err, threads=out.size)
+        ctx.dispatch(k, meta, [out, src, idx] + err, threads=out.size, heads=m + 8)
         return
     sc = ctx.scratch
     off_b, off_s, _ = _scratch_layout(m, size)
     bufs = [sc.sub(0, 8 * m, (m, 2), dt.int32), sc.sub(off_b, 8 * m, (m, 2), dt.int32)]
     starts = sc.sub(off_s, 4 * (size + 1), (size + 1,), dt.int32)
 
-    ctx.dispatch(ctx.kernel(pairs_program()), {"m": m, "size": size}, [bufs[0], idx], threads=m)
+    ctx.dispatch(ctx.kernel(pairs_program()), {"m": m, "size": size}, [bufs[0], idx], threads=m, heads=0)
+    search = 2 * m.bit_length() + 8     # a binary search's loop heads (`Dispatch.heads`)
     k = ctx.kernel(merge_pass_program())
     cur, w = 0, 1
     while w < m:
-        ctx.dispatch(k, {"m": m, "w": w}, [bufs[1 - cur], bufs[cur]], threads=m)
+        ctx.dispatch(k, {"m": m, "w": w}, [bufs[1 - cur], bufs[cur]], threads=m, heads=search)
         cur, w = 1 - cur, 2 * w
     ctx.dispatch(ctx.kernel(run_starts_program()), {"m": m, "size": size}, [starts, bufs[cur]],
-                 threads=size + 1)
+                 threads=size + 1, heads=search)
     k = ctx.kernel(scatter_runs_program(T, bool(err), reduce))
     # lavapipe ends an invocation's loops after `Profile.loop_limit` heads, silently: a
     # destination with more contributions folds them over several passes
@@ -412,7 +413,7 @@ def _scatter_add(node, ins, out, ctx) -> None:
     span = min(m, limit // 2) if limit else m
     for q in range(-(-m // span)):
         ctx.dispatch(k, {**meta, "skip": q * span, "span": span, "resume": int(q > 0)},
-                     [out, src, bufs[cur], starts] + err, threads=out.size)
+                     [out, src, bufs[cur], starts] + err, threads=out.size, heads=span + 8)
 
 
 def index_error(what: str, value: int, size: int, axis: int | None, ignore: int | None = None) -> IndexError:

@@ -138,6 +138,6 @@ def _concat(ctx, node, ins, out, ax: int) -> bool:
             prog = concat_program(T, W, texels, _local_size(ctx.dev, nv))
             meta = {"nv": nv, "cols": cw // W, "div": list(divisor(cw // W)), "ocols": total // W,
                     "c0": start // W, "ends": ends, "widths": [w // W for _, w in chunk]}
-            ctx.dispatch(ctx.kernel(prog), meta, [out, *[v for v, _ in chunk]], threads=nv)
+            ctx.dispatch(ctx.kernel(prog), meta, [out, *[v for v, _ in chunk]], threads=nv, heads=0)
         start += cw
     return True

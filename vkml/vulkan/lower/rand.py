@@ -53,6 +53,8 @@ uvec4 philox4x32_10(uvec4 c, uvec2 k) {
 }
 """
 
+PHILOX_HEADS = 10        # philox4x32_10's loop over rounds: one invocation's loop heads
+
 # float32 2^-24 and float64 2^-53 spelled as bit patterns, so no decimal rounding is involved
 _VALUE = {
     dt.int32: "int(w.x)",
@@ -92,4 +94,4 @@ def lower(node, ins, out, ctx) -> None:
     k = ctx.kernel(program(np.dtype(d)))
     total = out.size
     ctx.dispatch(k, {"n": total, "domain": RAND_DOMAIN, "per_key": size_of(node.attrs["shape"])},
-                 [ins[0], out], threads=total)
+                 [ins[0], out], threads=total, heads=PHILOX_HEADS)

@@ -54,7 +54,7 @@ from ...trace.shapes import contiguous_strides
 from ..kernels import texel_format
 from ..program import Meta, Program
 from . import lowp
-from .elementwise import progression
+from .elementwise import progression, region_heads
 from .expressions import math_library
 from .fill import fill_view
 from .sizing import cdiv, round_up
@@ -876,9 +876,14 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         k = ctx.kernel(program(op, xn.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
                                p.first, p.final, pro_key if p.first else None,
                                epi_key if p.final else None, tex, prof.reduce_unroll))
+        # its run of C loads (the block and step loops, at most 2C heads), the tree over a
+        # row's partials, a fused prologue's library calls per element loaded and an
+        # epilogue's per output (`Dispatch.heads`)
+        heads = (2 * p.C + 32 + (p.C * p.vec * region_heads(preg) if p.first and prologue is not None else 0)
+                 + (region_heads(epilogue[0]) if p.final and epilogue is not None else 0))
         if p.kind == "row":
-            ctx.dispatch(k, meta, views, groups=p.n_out * p.S)
+            ctx.dispatch(k, meta, views, groups=p.n_out * p.S, heads=heads)
         else:
-            ctx.dispatch(k, meta, views, threads=p.n_out * p.S)
+            ctx.dispatch(k, meta, views, threads=p.n_out * p.S, heads=heads)
         if not p.final:
             src_v, src_i = nxt[0], (nxt[1] if pair else None)

@@ -276,13 +276,15 @@ def lower(node, ins, out, ctx) -> None:
         pm, ps, rm, rs = views
         part, rowstat, write = split_programs(node.op, T)
         meta = {"rows": rows, "N": N, "B": B, "S": S, "C": C}
-        ctx.dispatch(ctx.kernel(part), meta, [pm, ps, x], threads=rows * S)
-        ctx.dispatch(ctx.kernel(rowstat), meta, [rm, rs, pm, ps], threads=rows)
-        ctx.dispatch(ctx.kernel(write), meta, [out, x, rm, rs], threads=rows * S)
+        # loop heads (`Dispatch.heads`): a few passes over each invocation's elements
+        ctx.dispatch(ctx.kernel(part), meta, [pm, ps, x], threads=rows * S, heads=4 * C + 16)
+        ctx.dispatch(ctx.kernel(rowstat), meta, [rm, rs, pm, ps], threads=rows, heads=4 * S + 16)
+        ctx.dispatch(ctx.kernel(write), meta, [out, x, rm, rs], threads=rows * S, heads=4 * C + 16)
         return
     meta = {"rows": rows, "N": N, "B": B}
     if N <= THREAD_MAX_N or (layout == "cpu" and rows >= 64) or (B > 1 and rows >= 4096 and N <= 1024):
-        ctx.dispatch(ctx.kernel(thread_program(node.op, T)), meta, [out, x], threads=rows)
+        ctx.dispatch(ctx.kernel(thread_program(node.op, T)), meta, [out, x], threads=rows, heads=4 * N + 16)
     else:
         lx = 256 if N >= 2048 else 128 if N >= 512 else 64
-        ctx.dispatch(ctx.kernel(group_program(node.op, T, lx)), meta, [out, x], groups=rows)
+        ctx.dispatch(ctx.kernel(group_program(node.op, T, lx)), meta, [out, x], groups=rows,
+                     heads=4 * (-(-N // lx)) + 2 * lx + 16)

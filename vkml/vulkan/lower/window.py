@@ -254,7 +254,8 @@ def _bands(ctx, k, meta: dict, views: list, threads: int, descending: bool = Fal
                          f"valid: kernel width < {limit - 1}")
     bands = [(a, min(a + rows, kh)) for a in range(0, kh, rows)] or [(0, 0)]
     for q, band in enumerate(reversed(bands) if descending else bands):
-        ctx.dispatch(k, {**meta, "band": band, "resume": int(q > 0)}, views, threads=threads)
+        ctx.dispatch(k, {**meta, "band": band, "resume": int(q > 0)}, views, threads=threads,
+                     heads=(band[1] - band[0]) * (kw + 1) + 8)
 
 
 def scratch_bytes(node, profile=None) -> int:
@@ -290,7 +291,7 @@ def lower(node, ins, out, ctx) -> None:
         oh, ow = _out_hw(x.shape, a)
         W = im2col_width(T, oh * ow, ctx.profile)
         k = ctx.kernel(im2col_program(T, W))
-        ctx.dispatch(k, _meta(out.size, x.shape, (oh, ow), a), [out, x], threads=out.size // W)
+        ctx.dispatch(k, _meta(out.size, x.shape, (oh, ow), a), [out, x], threads=out.size // W, heads=0)
     elif op is OpKind.Col2Im:
         oh, ow = _out_hw(out.shape, a)
         k = ctx.kernel(col2im_program(T))

@@ -51,6 +51,18 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
     _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epilogue)
 
 
+def loop_heads(K: int, rank: int, tile: int, epilogue) -> int:
+    """Loop heads one invocation of a float MatMul kernel runs, at most: its loops over k
+    (a chunk's steps and the k loop around them, at most 2K together), over the batch axes,
+    and the epilogue's library calls for every element of its tile (`Dispatch.heads`).
+
+    >>> loop_heads(64, 1, 16, None)
+    145
+    """
+    from ..elementwise import region_heads
+    return 2 * K + rank + 16 + (tile * region_heads(epilogue[0]) if epilogue else 0)
+
+
 def _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi_in) -> None:
     t = coop.choose(M, N, nbatch, shapes=getattr(ctx.dev, "coop_shapes", ()))
     # an epilogue computes as a fused elementwise kernel reading the stored product would
@@ -59,7 +71,8 @@ def _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi_
     tiles_m, tiles_n = -(-M // t.bm), -(-N // t.bn)
     ctx.dispatch(ctx.kernel(p), {"M": M, "N": N, "K": K, "tiles_m": tiles_m, "tiles_n": tiles_n,
                                  "nbatch": nbatch, "shape": shp, "sa": sa, "sb": sb, **epi_meta},
-                 [out, a, b, *epi_views], groups=tiles_m * tiles_n * nbatch)
+                 [out, a, b, *epi_views], groups=tiles_m * tiles_n * nbatch,
+                 heads=loop_heads(K, len(shp), t.bm * t.bn, epi_in))
 
 
 def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi_in) -> None:
@@ -103,4 +116,5 @@ def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi
     k = ctx.kernel(p)
     ctx.dispatch(k, {"M": M, "N": N, "K": K, "tiles_m": tiles_m, "tiles_n": tiles_n, "nbatch": nbatch,
                      "shape": shp, "sa": sa, "sb": sb, **epi_meta},
-                 [out, a, b, *epi_views], groups=tiles_m * tiles_n * nbatch)
+                 [out, a, b, *epi_views], groups=tiles_m * tiles_n * nbatch,
+                 heads=loop_heads(K, rank, tile_m * tile_n, epi_in))
