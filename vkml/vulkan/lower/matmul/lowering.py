@@ -53,14 +53,15 @@ def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None
 
 def loop_heads(K: int, rank: int, tile: int, epilogue) -> int:
     """Loop heads one invocation of a float MatMul kernel runs, at most: its loops over k
-    (a chunk's steps and the k loop around them, at most 2K together), over the batch axes,
-    and the epilogue's library calls for every element of its tile (`Dispatch.heads`).
+    (the k loop, a chunk's or a shared tile's steps and the loads filling a tile: at most
+    4K together), over the batch axes, and the epilogue's library calls for every element
+    of its tile (`Dispatch.heads`).
 
     >>> loop_heads(64, 1, 16, None)
-    145
+    273
     """
     from ..elementwise import region_heads
-    return 2 * K + rank + 16 + (tile * region_heads(epilogue[0]) if epilogue else 0)
+    return 4 * K + rank + 16 + (tile * region_heads(epilogue[0]) if epilogue else 0)
 
 
 def _lower_coop(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi_in) -> None:
