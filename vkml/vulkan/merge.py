@@ -45,8 +45,8 @@ that each part alone stays well within (a dynamic attention kernel on one worker
 returned wrong scores). Every dispatch therefore says how many heads one of its
 invocations runs at most (`Dispatch.heads`, from its lowering); one that does not say is
 never merged, a merged kernel's parts add up to at most half the limit, and a dynamic
-kernel's workgroups take at most as many units as fit that half (more workgroups then
-share the units).
+kernel's workgroups take at most as many units as fit that half (each worker thread then
+gets enough workgroups to take every unit, so the balance between workers stays dynamic).
 
 Only dispatches touching at most MAX_BYTES each are merged: a long kernel does not
 notice the cost of a dispatch, and keeping it alone keeps its own meta reads where they were.
@@ -316,7 +316,9 @@ def merge(rt, dispatches: list) -> list:
                 slot += 1
                 writes.append(len(views))
                 views.append(c)
-                W = max(min(workers, G), -(-G // turns) if turns else 0)
+                # enough workgroups that each worker's share could take every unit: one
+                # fast worker still takes more units than a slowed one
+                W = min(G, workers * -(-G // turns)) if turns else min(workers, G)
                 keep.append(Dispatch(k, meta, views, tuple(writes), W, (c,), heads=None))
             else:
                 keep.append(Dispatch(k, meta, views, tuple(writes), G, heads=None))

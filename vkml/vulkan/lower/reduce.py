@@ -150,6 +150,28 @@ def _row_lx(R: int) -> int:
     return 256 if R >= 2048 else 128 if R >= 512 else 64
 
 
+# Code a reduction's loop may repeat a fused prologue's operators to (in `Region.weight`
+# units): lavapipe's pipeline creation grows much faster with the code inside a loop than
+# a straight-line kernel of the same weight does (bench/RESULTS.md, issue 16: a Sum with
+# a long prologue written out 8 x 4 times took seconds to create even from a warm cache),
+# and an expensive prologue gains nothing at run time from the unrolled steps.
+PROLOGUE_BUDGET = 400
+
+
+def prologue_unroll(unroll: int, vec: int, weight: int) -> int:
+    """Loop steps a thread pass with a fused prologue of `weight` (`Region.weight`) writes
+    out per iteration: the prologue's code is repeated per element of a load (vec) and per
+    step written out, plus once in the remainder loop, so the steps shrink from `unroll`
+    until that stays within PROLOGUE_BUDGET.
+
+    >>> prologue_unroll(8, 4, 10), prologue_unroll(8, 1, 60), prologue_unroll(8, 4, 400)
+    (8, 4, 1)
+    """
+    while unroll > 1 and vec * (unroll + 1) * weight > PROLOGUE_BUDGET:
+        unroll //= 2
+    return unroll
+
+
 def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0) -> list[Pass]:
     """The passes reducing (kept, red) in layout how ("cpu" or "gpu", `Profile.layout`)
     on a driver ending loops after loop_limit iterations (0: never): each pass's partials
@@ -873,9 +895,11 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
         else:
             fmts = [texel_format(ctx.dev, src_v, p.vec)]
         tex = tuple(fmts) if any(f is not None for f in fmts) else ()
+        unroll = (prologue_unroll(prof.reduce_unroll, p.vec, preg.weight)
+                  if p.first and prologue is not None else prof.reduce_unroll)
         k = ctx.kernel(program(op, xn.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
                                p.first, p.final, pro_key if p.first else None,
-                               epi_key if p.final else None, tex, prof.reduce_unroll))
+                               epi_key if p.final else None, tex, unroll))
         # its run of C loads (the block and step loops, at most 2C heads), the tree over a
         # row's partials, a fused prologue's library calls per element loaded and an
         # epilogue's per output (`Dispatch.heads`)
