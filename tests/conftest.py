@@ -9,6 +9,10 @@ import os
 # never stand in for the optimised ones benchmarks and users run. An explicit
 # GALLIVM_PERF (even empty: `GALLIVM_PERF= ./run test`) is kept, to test optimised code.
 os.environ.setdefault("GALLIVM_PERF", "nopt")
+# Kernels compiled ahead on helper devices (`vkml/vulkan/precompile.py`) use cores a test
+# worker does not: the suite's workers already keep every core busy, so there it only adds
+# each helper's pipeline creation (tests/vulkan/test_precompile.py turns it on itself).
+os.environ.setdefault("VKML_PRECOMPILE", "0")
 
 
 def pytest_sessionstart(session):

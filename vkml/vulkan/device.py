@@ -347,6 +347,15 @@ class Device:
         bda = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(pNext=head, bufferDeviceAddress=True) \
             if self.buffer_address else head
         self._keep += [en16, enf16, bda]
+
+        def device_info():
+            """(VkDeviceCreateInfo, what it points at): this device's, for another device
+            with the same features (`precompile`); keep both until vkCreateDevice returns."""
+            q = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1,
+                                           pQueuePriorities=[1.0])
+            return vk.VkDeviceCreateInfo(pNext=bda, pQueueCreateInfos=[q], pEnabledFeatures=enabled,
+                                         ppEnabledExtensionNames=names), (q, bda, enabled, names)
+        self.device_info = device_info
         dci = vk.VkDeviceCreateInfo(pNext=bda, pQueueCreateInfos=[qci], pEnabledFeatures=enabled,
                                     ppEnabledExtensionNames=names)
         self.device = vk.vkCreateDevice(self.physical, dci, None)

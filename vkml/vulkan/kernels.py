@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from . import compile as _compile
+from . import precompile
 from .device import Device
 from .program import Program
 from .vk import vk
@@ -252,6 +253,7 @@ class BuildStats:
     spirv_disk: int = 0        # kernels whose SPIR-V was read from the disk cache
     glslang_s: float = 0.0     # seconds in SPIR-V compiles and reads, summed over threads
     create_s: float = 0.0      # seconds creating shader modules and pipelines, summed over threads
+    precompiled: int = 0       # kernels compiled ahead of their first dispatch (`precompile`)
     build_s: float = 0.0       # wall seconds spent building
 
     def reset(self) -> None:
@@ -269,6 +271,45 @@ class _Job:
     code: bytes = b""
     pipeline: object = None
     hit: bool | None = None
+    precompile: bool = False     # compile it on a helper device too (`precompile`)
+    hint: tuple = ()             # ... binding texel views like these (`precompile.texel_hint`)
+
+
+def pipeline_info(program: Program, module, layout) -> tuple:
+    """(VkComputePipelineCreateInfo*, what it points at) for program's shader module under
+    a pipeline layout: entry point main, its specialisation constants (`Program.spec`)."""
+    ffi = vk.ffi
+    ci = ffi.new("VkComputePipelineCreateInfo*")
+    ci.sType = vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO
+    ci.layout = layout
+    st = ci.stage
+    name = ffi.new("char[]", b"main")
+    st.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO
+    st.stage, st.module, st.pName = vk.VK_SHADER_STAGE_COMPUTE_BIT, module, name
+    keep = [name]
+    if program.spec:
+        values = (int(program.local_size),) + tuple(int(v) for v in program.spec)
+        data = ffi.new("int32_t[]", list(values))
+        entries = ffi.new("VkSpecializationMapEntry[]", len(values))
+        for e in range(len(values)):
+            entries[e].constantID, entries[e].offset, entries[e].size = e, 4 * e, 4
+        spec = ffi.new("VkSpecializationInfo*")
+        spec.mapEntryCount, spec.pMapEntries = len(values), entries
+        spec.dataSize, spec.pData = 4 * len(values), data
+        st.pSpecializationInfo = spec
+        keep += [data, entries, spec]
+    return ci, keep
+
+
+def _helper_pipeline(program: Program):
+    """make_pipeline for `precompile.compile_on_helper`: program's pipeline on another device."""
+    def make(device, module, layout):
+        ci, keep = pipeline_info(program, module, layout)
+        out = vk.ffi.new("VkPipeline*")
+        if vk.lib.vkCreateComputePipelines(device, vk.ffi.NULL, 1, ci, vk.ffi.NULL, out) != 0:
+            raise RuntimeError(f"{program.name}: pipeline refused")
+        return out[0]
+    return make
 
 
 def build_threads() -> int:
@@ -351,19 +392,26 @@ class KernelCache:
         """k compiled (k itself if it is)."""
         return k if k.built else self.get(k.program)
 
-    def build_all(self, kernels: Sequence[Kernel]) -> list[Kernel]:
+    def build_all(self, kernels: Sequence[Kernel], hints: Sequence[tuple] = ()) -> list[Kernel]:
         """kernels compiled, those that are not yet compiled together: SPIR-V (glslang on
         a disk-cache miss) and pipeline on a pool of one thread per core, so a first call
-        with hundreds of new kernels keeps every core busy. Errors are those of `get`."""
+        with hundreds of new kernels keeps every core busy (and on lavapipe also compiled
+        there, `precompile`; hints: per kernel, its first dispatch's `precompile.texel_hint`).
+        Errors are those of `get`."""
         hoist = self.dev.profile.hoist_meta
         todo: dict[str, _Job] = {}
-        for k in kernels:
+        for q, k in enumerate(kernels):
             if not k.built:
                 h = k.program.key(hoist)
                 if h not in self._kernels and h not in todo:
                     todo[h] = self._job(k.program, h, hoist)
+                    todo[h].hint = hints[q] if q < len(hints) else ()
         if todo:
-            self._run(list(todo.values()), parallel=len(todo) > 1 and self.workers > 1)
+            parallel = len(todo) > 1 and self.workers > 1
+            if parallel and precompile.wanted(self.dev):
+                for j in todo.values():
+                    j.precompile = True
+            self._run(list(todo.values()), parallel=parallel)
         return [k if k.built else self.get(k.program) for k in kernels]
 
     def _job(self, program: Program, h: str, hoist: int) -> _Job:
@@ -426,6 +474,13 @@ class KernelCache:
                 self._pipeline(j, sm[0])
             finally:
                 lib.vkDestroyShaderModule(d, sm[0], ffi.NULL)
+            if j.precompile and origin == "glslang":
+                # lavapipe compiles at the first dispatch, one kernel after another: this
+                # thread's helper device compiles it now, into Mesa's disk cache
+                done = precompile.compile_on_helper(self.dev, j.code, j.program, _helper_pipeline(j.program),
+                                                    j.hint)
+                with self.lock:
+                    self.stats.precompiled += done
         finally:
             with self.lock:
                 self.stats.glslang += origin == "glslang"
@@ -435,24 +490,7 @@ class KernelCache:
 
     def _pipeline(self, j: _Job, module) -> None:
         ffi, lib = vk.ffi, vk.lib
-        program = j.program
-        ci = ffi.new("VkComputePipelineCreateInfo*")
-        ci.sType = vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO
-        ci.layout = j.layouts[1]
-        st = ci.stage
-        name = ffi.new("char[]", b"main")
-        st.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO
-        st.stage, st.module, st.pName = vk.VK_SHADER_STAGE_COMPUTE_BIT, module, name
-        if program.spec:
-            values = (int(program.local_size),) + tuple(int(v) for v in program.spec)
-            data = ffi.new("int32_t[]", list(values))
-            entries = ffi.new("VkSpecializationMapEntry[]", len(values))
-            for e in range(len(values)):
-                entries[e].constantID, entries[e].offset, entries[e].size = e, 4 * e, 4
-            spec = ffi.new("VkSpecializationInfo*")
-            spec.mapEntryCount, spec.pMapEntries = len(values), entries
-            spec.dataSize, spec.pData = 4 * len(values), data
-            st.pSpecializationInfo = spec
+        ci, keep = pipeline_info(j.program, module, j.layouts[1])
         fb = ffi.new("VkPipelineCreationFeedback[2]")     # the pipeline's, its stage's
         if self.dev.creation_feedback:
             fci = ffi.new("VkPipelineCreationFeedbackCreateInfo*")

@@ -124,11 +124,17 @@ def _round(n: int, a: int = ALIGN) -> int:
     return (n + a - 1) // a * a
 
 
+# bytes of each live block's VkBuffer by id(block) (a View's region): what a texel view's
+# buffer looks like to the driver (`precompile.texel_hint`)
+BLOCK_BYTES: dict[int, int] = {}
+
+
 class Block:
     """One VkDeviceMemory + VkBuffer, with a sorted free list of (offset, size)."""
 
     def __init__(self, dev: Device, size: int, host: bool, mapped: bool = False, in_use: int = 0):
         self.dev, self.size = dev, size
+        BLOCK_BYTES[id(self)] = size
         d = dev.device
         # a view past one binding's range is reached by address (`program.Binding.address`);
         # every block can be, so that whether a view is reached so is the dispatch's choice
@@ -198,6 +204,7 @@ class Block:
             del self.free[i]
 
     def destroy(self) -> None:
+        BLOCK_BYTES.pop(id(self), None)
         d = self.dev.device
         if self.mapped is not None:
             vk.vkUnmapMemory(d, self.memory)
