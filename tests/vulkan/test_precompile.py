@@ -59,9 +59,9 @@ def test_wanted_only_on_lavapipe_with_mesas_cache(monkeypatch):
 
 def test_texel_hints_follow_the_views():
     from types import SimpleNamespace as NS
-    from vkml.vulkan.kernels import TEXEL_FORMATS
+    from vkml.vulkan.kernels import TEXEL_BYTES, TEXEL_FORMATS
     f = TEXEL_FORMATS[1]
     views = [NS(nbytes=4 * 1000, region=-1), NS(nbytes=1 << 20, region=-1), NS(nbytes=64, region=-1)]
     ds = NS(kernel=NS(texels=(f, f, None)), views=views)
     # 4000 bytes: bits 8-15 are 0x0f; a megabyte: zero; buffers not known: power-of-two blocks
-    assert precompile.texel_hint(ds) == ((f, False, True), (f, True, True))
+    assert precompile.texel_hint(ds, TEXEL_BYTES) == ((f, False, True), (f, True, True))

@@ -33,7 +33,7 @@ from . import fusion, merge, precompile
 from .split_k import max_k, split_k
 from .widen import widen
 from .dispatch import CHECK_WORDS, Check, Dispatch, Loop, View, arm, barriers_before, raise_checks, view_of
-from .kernels import Kernel
+from .kernels import TEXEL_BYTES, Kernel
 from .lower import elementwise, fill
 from .memory import ALIGN, MAX_ELEMENTS, Buffer
 from .program import Program, pack
@@ -386,7 +386,7 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     n_kernels = len(dispatches)
     dispatches = merge.merge(rt, dispatches)
     kernels = [d for d in dispatches if not isinstance(d, Loop)]
-    hints = [precompile.texel_hint(d) if d.kernel.texels else () for d in kernels]
+    hints = [precompile.texel_hint(d, TEXEL_BYTES) if d.kernel.texels else () for d in kernels]
     built = dict(zip(map(id, kernels), rt.kernels.build_all([d.kernel for d in kernels], hints)))
     dispatches = [d if isinstance(d, Loop) or d.kernel is built[id(d)] else
                   replace(d, kernel=built[id(d)]) for d in dispatches]

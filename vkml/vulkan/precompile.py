@@ -52,23 +52,24 @@ def wanted(dev) -> bool:
     return off.strip().lower() not in ("1", "true", "yes") and id(dev) not in _failed
 
 
-def texel_hint(ds) -> tuple:
+def texel_hint(ds, texel_bytes: dict) -> tuple:
     """Per texel binding of dispatch ds: (format, whether bits 8-15 of its view's size are
     zero, whether its buffer's size is a power of two). A view of a buffer not made yet (a
     jitted call's argument) is taken to lie in a power-of-two block (`memory.BLOCK_SIZE`).
+    texel_bytes: bytes of a texel by format (`kernels.TEXEL_BYTES`).
 
     >>> from types import SimpleNamespace as NS
     >>> ds = NS(kernel=NS(texels=(None, 100)), views=[NS(nbytes=64), NS(nbytes=1 << 16, region=-1)])
-    >>> texel_hint(ds)
+    >>> texel_hint(ds, {100: 4})
     ((100, True, True),)
     """
-    from .kernels import TEXEL_BYTES
     from .memory import BLOCK_BYTES
     out = []
     for f, v in zip(ds.kernel.texels or (), ds.views):
         if f is None:
             continue
-        size = v.nbytes // TEXEL_BYTES.get(f, 4) * TEXEL_BYTES.get(f, 4)
+        tb = texel_bytes.get(f, 4)
+        size = v.nbytes // tb * tb
         block = BLOCK_BYTES.get(v.region, 1 << 26)
         out.append((f, (size >> 8) & 0xFF == 0, block & (block - 1) == 0))
     return tuple(out)
