@@ -16,9 +16,11 @@ is not in the cache in time, is compiled at its first dispatch as before.
 
 The machine code must be what the real dispatch asks for: llvmpipe keys a shader's
 variant also by each texel buffer it reads, by whether the VkBuffer's size is a power of
-two and by a byte of the view's size (Mesa 22.3 reads `last_level` of the view's texture
-union, which for a buffer view holds bits 8-15 of its size). So the helper's dispatch
-binds views with the same two properties as the kernel's first dispatch (`texel_hint`).
+two and by a byte of the view's size: a helper's 64 KiB views hit the cache where 256-byte
+ones missed (bench/RESULTS.md). Inferred, not read in Mesa's source: Mesa 22.3 keys by
+`last_level` of the view's texture union, which for a buffer view holds bits 8-15 of its
+size. So the helper's dispatch binds views with the same two properties as the kernel's
+first dispatch (`texel_hint`).
 
 It runs only where it can pay (`wanted`): on lavapipe, for a batch of new kernels built on
 the pool, for kernels whose SPIR-V this process compiled (one read from vkml's SPIR-V cache
@@ -30,6 +32,7 @@ from __future__ import annotations
 import os
 import threading
 
+from .memory import BLOCK_BYTES
 from .vk import vk
 
 _BYTES = 1 << 17         # a helper's buffers: one of a power-of-two size, one not
@@ -63,7 +66,6 @@ def texel_hint(ds, texel_bytes: dict) -> tuple:
     >>> texel_hint(ds, {100: 4})
     ((100, True, True),)
     """
-    from .memory import BLOCK_BYTES
     out = []
     for f, v in zip(ds.kernel.texels or (), ds.views):
         if f is None:
