@@ -26,6 +26,7 @@ import numpy as np
 
 from . import compile as _compile
 from . import precompile
+from .descriptors import binding_kinds, create_layouts
 from .device import Device
 from .program import Program
 from .vk import vk
@@ -348,21 +349,10 @@ class KernelCache:
         """(descriptor set layout, pipeline layout) of kernels binding n_tensors after meta,
         those where texels says so as texel buffers, and reading push bytes of push
         constants (the addresses of `program.Binding.address` bindings)."""
-        key = (n_tensors, tuple(f is not None for f in texels), push)
+        key = (binding_kinds(n_tensors, texels), push)
         with self.lock:
             if key not in self._layouts:
-                d = self.dev.device
-                kinds = [False] + list(key[1]) + [False] * (n_tensors - len(texels))
-                binds = [vk.VkDescriptorSetLayoutBinding(
-                    binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER if t
-                    else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
-                    stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i, t in enumerate(kinds)]
-                dsl = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(pBindings=binds), None)
-                ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push)
-                          ] if push else None
-                pl = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(
-                    pSetLayouts=[dsl], pPushConstantRanges=ranges), None)
-                self._layouts[key] = (dsl, pl)
+                self._layouts[key] = create_layouts(self.dev.device, *key)
             return self._layouts[key]
 
     def get(self, program: Program, build: bool = True) -> Kernel:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import threading
 
+from .descriptors import binding_kinds, create_layouts
 from .memory import BLOCK_BYTES
 from .vk import vk
 
@@ -140,24 +141,14 @@ class _Helper:
     def _layout(self, kinds: tuple, push: int) -> tuple:
         key = (kinds, push)
         if key not in self.layouts:
-            binds = [vk.VkDescriptorSetLayoutBinding(
-                binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER if t
-                else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
-                stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i, t in enumerate(kinds)]
-            dsl = vk.vkCreateDescriptorSetLayout(self.device, vk.VkDescriptorSetLayoutCreateInfo(pBindings=binds),
-                                                 None)
-            ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push)
-                      ] if push else None
-            pl = vk.vkCreatePipelineLayout(self.device, vk.VkPipelineLayoutCreateInfo(
-                pSetLayouts=[dsl], pPushConstantRanges=ranges), None)
-            self.layouts[key] = (dsl, pl)
+            self.layouts[key] = create_layouts(self.device, kinds, push)
         return self.layouts[key]
 
     def compile(self, code: bytes, program, make_pipeline, hint: tuple = ()) -> None:
         ffi, lib, d = vk.ffi, vk.lib, self.device
         texels = tuple(program.texels)
         formats = [None] + list(texels) + [None] * (program.n_tensors - len(texels))
-        kinds = tuple(f is not None for f in formats)
+        kinds = binding_kinds(program.n_tensors, texels)
         dsl, pl = self._layout(kinds, program.push_bytes)
         smi = ffi.new("VkShaderModuleCreateInfo*")
         smi.sType = vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO
