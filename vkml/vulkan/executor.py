@@ -386,7 +386,8 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
     n_kernels = len(dispatches)
     dispatches = merge.merge(rt, dispatches)
     kernels = [d for d in dispatches if not isinstance(d, Loop)]
-    hints = [precompile.texel_hint(d, TEXEL_BYTES) if d.kernel.texels else () for d in kernels]
+    hints = ([precompile.texel_hint(d, TEXEL_BYTES) if d.kernel.texels else () for d in kernels]
+             if precompile.wanted(rt.dev) else ())
     built = dict(zip(map(id, kernels), rt.kernels.build_all([d.kernel for d in kernels], hints)))
     dispatches = [d if isinstance(d, Loop) or d.kernel is built[id(d)] else
                   replace(d, kernel=built[id(d)]) for d in dispatches]

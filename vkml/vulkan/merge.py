@@ -115,10 +115,15 @@ def head_budget(profile) -> int:
     return profile.loop_limit // 2 if profile.loop_limit else 0
 
 
+def _unit_heads(p: _Part, L: int, G: int) -> int:
+    """Loop heads part p adds to one turn of a merged kernel of G units of L: its share of
+    units, each unit's heads and the head of the loop over them."""
+    return p.ds.groups * (p.ds.kernel.local_size // L) // G * (p.heads + 1)
+
+
 def _turn_heads(s: list, L: int, G: int) -> int:
-    """Loop heads of one turn of a merged kernel over parts s (G units of L): each part's
-    share of units, each unit's heads and the head of the loop over them."""
-    return 1 + sum(p.ds.groups * (p.ds.kernel.local_size // L) // G * (p.heads + 1) for p in s)
+    """Loop heads of one turn of a merged kernel over parts s, the turn's own head included."""
+    return 1 + sum(_unit_heads(p, L, G) for p in s)
 
 
 def _fits(dev, parts: list, extra: int = 0) -> bool:
@@ -176,20 +181,21 @@ def _sets(parts: list, S: int, dev, workers: int, limit: int = 0) -> list[tuple[
         if len(take) < 2:             # no two parts share a count: each alone
             sets += [alone(p) for p in take] + [alone(p) for _, p in ok]
             break
-        cur, size, sq, libs = [], 0, 0, set()
+        cur, size, sq, libs, heads = [], 0, 0, set(), 1
         for p in take:
-            if limit and _turn_heads([p], L, G) > limit:
+            ph = _unit_heads(p, L, G)
+            if limit and 1 + ph > limit:
                 sets.append(alone(p))     # too many of its units for one invocation
                 continue
             whole = p.size + sum(len(t) for t in p.program.libraries.values())
             grown = size + p.size + sum(len(t) for n, t in p.program.libraries.items() if n not in libs)
             if cur and (not _fits(dev, cur + [p]) or not _cheap_to_compile(grown, sq + whole * whole)
-                        or (limit and _turn_heads(cur + [p], L, G) > limit)):
+                        or (limit and heads + ph > limit)):
                 sets.append((cur, L, G))
-                cur, sq, libs = [], 0, set()
+                cur, sq, libs, heads = [], 0, set(), 1
                 grown = whole
             cur.append(p)
-            size, sq = grown, sq + whole * whole
+            size, sq, heads = grown, sq + whole * whole, heads + ph
             libs.update(p.program.libraries)
         if cur:
             sets.append((cur, L, G))
