@@ -314,6 +314,41 @@ def test_cpu_plan_small_reductions_in_one_pass():
     assert len(rd.reduction_passes(*rd.split_dims((4096, 1024), (0,)), "cpu")) > 1
 
 
+KV_CASES = [((2048, 96), (0,)), ((5, 12), (0,)), ((3, 7, 16), (0, 1)), ((4, 5, 6, 8), (0, 2)),
+            ((2, 70000, 4), (1,)), ((33, 20), (0,)), ((16, 16, 8), (0,))]
+
+
+@pytest.mark.parametrize("shape,axes", KV_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_column_reductions_load_four_outputs_at_once(shape, axes, dtype):
+    """On a CPU device a reduction over strided elements loads four neighbouring
+    outputs' elements at once (`Pass.kvec`): against NumPy for Sum, Mean, Max and Min,
+    with fused prologues whose loads are vectors, broadcasts along the kept axis
+    (scalars) and transposed (gathers), and an epilogue; split runs included."""
+    from vkml.vulkan.lower import reduce as rd
+    a = (RNG.standard_normal(shape) * 3).astype(dtype)
+    b = (RNG.standard_normal(shape[-1:]) * 2).astype(dtype)
+    c = RNG.standard_normal(shape[:-1] + (1,)).astype(dtype)
+    A, B, C = (v.astype(np.float64) for v in (a, b, c))
+    ax = axes
+    flip = lambda v: v.swapaxes(0, 1) if v.ndim > 1 and v.shape[0] == v.shape[1] else v   # noqa: E731
+    cases = [(lambda x, y, z: vnp.sum(x, axis=ax), A.sum(ax)),
+             (lambda x, y, z: vnp.max(x, axis=ax), A.max(ax)),
+             (lambda x, y, z: vnp.min(x * y + z, axis=ax), (A * B + C).min(ax))]
+    if dtype != np.int32:
+        cases += [(lambda x, y, z: vnp.mean(vnp.tanh(x) * z, axis=ax), (np.tanh(A) * C).mean(ax)),
+                  (lambda x, y, z: vnp.exp(vnp.sum(x * y, axis=ax) * 0.01) + 1, np.exp((A * B).sum(ax) * 0.01) + 1)]
+    if shape[0] == shape[1]:
+        cases.append((lambda x, y, z: vnp.sum(vnp.swapaxes(x, 0, 1) * x, axis=ax), (flip(A) * A).sum(ax)))
+    tol = {np.float32: 1e-5, np.float64: 1e-12, np.int32: 0}[dtype]
+    for f, want in cases:
+        got = np.asarray(vkml.jit(f)(vnp.asarray(a), vnp.asarray(b), vnp.asarray(c))).astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+    kept, red = rd.split_dims(shape, axes)
+    if vkml.vulkan.device.get().profile.layout == "cpu":
+        assert rd.reduction_passes(kept, red, "cpu", 65535, True)[0].kvec
+
+
 @pytest.mark.parametrize("how", ["cpu", "gpu"])
 def test_no_thread_walks_past_the_loop_limit(how):
     """lavapipe ends any shader loop after 65535 iterations (`Profile.loop_limit`): every
@@ -323,9 +358,11 @@ def test_no_thread_walks_past_the_loop_limit(how):
     from vkml.vulkan.lower import reduce as rd
     limit = profile_for("lavapipe", 4, True, 32).loop_limit
     assert limit == 65535 and rd.max_run(limit) == 1 << 15
-    for shape, axes in [((1 << 17, 100003), (1,)), ((100003, 1 << 17), (0,)), ((300001,), (0,))]:
-        for p in rd.reduction_passes(*rd.split_dims(shape, axes), how, limit):
-            assert p.C <= rd.max_run(limit) or p.kind == "row", (shape, p)
+    for shape, axes in [((1 << 17, 100003), (1,)), ((100003, 1 << 17), (0,)), ((300001,), (0,)),
+                        ((1 << 20, 64), (0,))]:
+        for kvec in (False, True):
+            for p in rd.reduction_passes(*rd.split_dims(shape, axes), how, limit, kvec):
+                assert p.C <= rd.max_run(limit) or p.kind == "row", (shape, p)
     short = rd.split_dims((64, 4096), (1,))
     assert rd.reduction_passes(*short, how, limit) == rd.reduction_passes(*short, how)
 

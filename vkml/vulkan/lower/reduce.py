@@ -140,10 +140,18 @@ class Pass:
     lx: int
     vec: int                  # 1 or 4 elements per load
     first: bool               # indices are positions themselves (else read from the last pass)
+    # the vec elements of a load lie along the innermost kept axis (four neighbouring
+    # outputs a thread), not along the innermost reduced one
+    kvec: bool = False
 
     @property
     def final(self) -> bool:
         return self.S == 1
+
+    @property
+    def outputs(self) -> int:
+        """The outputs of the pass (n_out counts loads' worth of them)."""
+        return self.n_out * (self.vec if self.kvec else 1)
 
 
 def _row_lx(R: int) -> int:
@@ -172,13 +180,31 @@ def prologue_unroll(unroll: int, vec: int, weight: int) -> int:
     return unroll
 
 
-def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0) -> list[Pass]:
+def kept_vec(kept, red) -> bool:
+    """Whether a thread pass can load four neighbouring outputs' elements at once: the
+    innermost kept axis is contiguous with an extent divisible by 4 and every other
+    stride a multiple of 4 (a fused prologue's loads that are not gather theirs).
+
+    >>> kept_vec([(384, 1)], [(2048, 384)]), kept_vec([(6, 1)], [(8, 6)])
+    (True, False)
+    """
+    if not kept or not red or kept[-1][1] != 1 or kept[-1][0] % 4:
+        return False
+    return all(st % 4 == 0 for _, st in kept[:-1]) and all(st % 4 == 0 for _, st in red)
+
+
+def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0, kvec: bool = False) -> list[Pass]:
     """The passes reducing (kept, red) in layout how ("cpu" or "gpu", `Profile.layout`)
     on a driver ending loops after loop_limit iterations (0: never): each pass's partials
     feed the next. Eight long rows on a GPU: 64 partials per row, then a row over them.
+    kvec: a thread pass whose reduced elements are strided may load four neighbouring
+    outputs' elements at once (`kept_vec`; the caller says whether the op and its loads
+    allow it): on a CPU device that is a quarter of the loads, each a vector.
 
     >>> [(p.kind, p.S) for p in reduction_passes(*split_dims((8, 1 << 20), (1,)), "gpu")]
     [('row', 64), ('row', 1)]
+    >>> [(p.n_out, p.vec, p.kvec) for p in reduction_passes(*split_dims((2048, 384), (0,)), "cpu", kvec=True)]
+    [(96, 4, True), (96, 4, True)]
     """
     passes = []
     first = True
@@ -187,11 +213,17 @@ def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0) -> list[P
         red = [d for d in red if d[0] != 1]
         n_out, R = _prod(kept), _prod(red)
         inner = bool(red) and red[-1][1] == 1
-        vec = 4 if inner and red[-1][0] % 4 == 0 else 1
-        kv = tuple((n, st // vec) for n, st in kept)
-        rv = tuple((n // vec, 1) if j == len(red) - 1 else (n, st // vec)
-                   for j, (n, st) in enumerate(red)) if vec > 1 else tuple(red)
-        Rv = R // vec
+        along_kept = not inner and kvec and how == "cpu" and kept_vec(kept, red)
+        vec = 4 if (inner and red[-1][0] % 4 == 0) or along_kept else 1
+        if along_kept:
+            kv = tuple((n // 4, 1) if j == len(kept) - 1 else (n, st // 4) for j, (n, st) in enumerate(kept))
+            rv = tuple((n, st // 4) for n, st in red)
+            n_out //= 4
+        else:
+            kv = tuple((n, st // vec) for n, st in kept)
+            rv = tuple((n // vec, 1) if j == len(red) - 1 else (n, st // vec)
+                       for j, (n, st) in enumerate(red)) if vec > 1 else tuple(red)
+        Rv = R if along_kept else R // vec
         if inner and how == "gpu" and R >= ROW_MIN:
             lx = _row_lx(Rv)
             S = min(cdiv(Rv, lx * ITEMS), max(1, cdiv(GROUP_TARGET, n_out)))
@@ -209,8 +241,9 @@ def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0) -> list[P
             C = cdiv(max(Rv, 1), S)
             S = cdiv(max(Rv, 1), C)
             passes.append(Pass("thread", kv, rv, n_out, Rv, S, C, CPU_LX if how == "cpu" else 256,
-                               vec, first))
-            nxt_kept, nxt_red = [(n_out, 1)], [(S, n_out)]
+                               vec, first, along_kept))
+            outs = n_out * (4 if along_kept else 1)
+            nxt_kept, nxt_red = [(outs, 1)], [(S, outs)]
         if S == 1:
             return passes
         kept, red, first = nxt_kept, nxt_red, False
@@ -309,12 +342,13 @@ def _layout(node, prologue, profile):
         kept, red, _ = fused_dims(node.inputs[0].shape, node.attrs["axes"], prologue.loads)
     if node.size == 0 or _prod(red) == 0:
         return [], []
-    passes = reduction_passes(kept, red, profile.layout, profile.loop_limit)
     isz = 8 if is_wide(node.op, node.inputs[0].dtype) else dt.itemsize(node.inputs[0].dtype)
     pair = is_pair(node.op, node.inputs[0].dtype)
+    kvec = not pair and not is_wide(node.op, node.inputs[0].dtype)
+    passes = reduction_passes(kept, red, profile.layout, profile.loop_limit, kvec)
     regions, off = [], 0
     for p in passes[:-1]:
-        m = p.n_out * p.S
+        m = p.outputs * p.S
         vals = (off, m * isz)
         off += round_up(m * isz)
         ints = (off, m * 4 if pair else 0)
@@ -508,7 +542,7 @@ def schema(K: int, Q: int, modes: tuple = (), n_epi: int = 0) -> Meta:
 @lru_cache(maxsize=1024)
 def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec: int,
             first: bool, final: bool, pro: tuple | None = None, epi: tuple | None = None,
-            tex: tuple = (), unroll: int = 8) -> Program:
+            tex: tuple = (), unroll: int = 8, kvec: bool = False) -> Program:
     """The kernel of one pass (meta: `schema`).
 
     A first pass with `pro` = (function, uses math, double, leaf types, ((leaf, mode), ...),
@@ -520,7 +554,8 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
     `epi(...)` of the reduced value (leaf -1) and of its other loads (at the output's
     index, or one scalar). tex: per input (src, or the prologue's leaves) the texel format
     it is read through, or None (`kernels.texel_format`). unroll: loop steps a thread pass
-    writes out per iteration (`Profile.reduce_unroll`).
+    writes out per iteration (`Profile.reduce_unroll`). kvec: a load's vec elements belong
+    to vec neighbouring outputs (`Pass.kvec`), each stored on its own.
 
     >>> p = program(OpKind.Sum, "float32", "thread", 1, 1, 64, 4, True, True)
     >>> p.name, [b.name for b in p.bindings], p.meta.size
@@ -539,7 +574,8 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
     pro = pro if first else None
     epi = epi if final else None
     row = kind == "row"
-    prog = Program(f"{op.value}_{kind}" + ("_pro" if pro is not None else "")
+    assert not kvec or (vec > 1 and kind == "thread" and not pair and not w64), "kvec: a float thread pass"
+    prog = Program(f"{op.value}_{kind}" + ("_kv" if kvec else "") + ("_pro" if pro is not None else "")
                    + ("_epi" if epi is not None else ""), local_size=lx)
     prog.meta = schema(K, Q, pro[4] if pro is not None else (),
                        sum(1 for l, _ in epi[5] if l >= 0) if epi is not None else 0)
@@ -694,7 +730,9 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
         L.append("    }")
     L += ["    for (; r < kend; r += step) {"] + step_lines
     L += ["    }", "    " + ("comb(vacc, vai, blk, bi);" if pair else "vacc = comb(vacc, blk);"), "  }"]
-    if vec > 1:
+    if kvec:
+        L.append(f"  {AV} acc = vacc;")
+    elif vec > 1:
         if pair:
             L += [f"  {T} acc = vacc.x; int ai = vai.x;",
                   "  comb(acc, ai, vacc.y, vai.y); comb(acc, ai, vacc.z, vai.z); "
@@ -737,7 +775,10 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
         return [f"ov[{at}] = {v};"] + ([f"oi[{at}] = {i};"] if pair else [])
 
     at = "o" if final else "int(g)"
-    if not row:
+    if kvec:
+        for c, x in enumerate("xyzw"):
+            L += ["  " + s for s in emit(f"acc.{x}", None, f"({vec} * {at} + {c})")]
+    elif not row:
         L += ["  " + s for s in emit("acc", "ai", at)]
     elif w64:
         # a shared-memory tree: subgroup operations on int64 need an extra device feature
@@ -774,6 +815,8 @@ def _prologue_meta(p: Pass, per, loads, leaves) -> tuple[dict, tuple]:
     """The meta fields (`schema`) and the (leaf, mode) key of a first pass's prologue
     loads (strides in units of the pass's loads: `vec` elements along the innermost
     reduced axis)."""
+    if p.kvec:
+        return _prologue_meta_kept(per, loads, leaves)
     modes = []
     for (_, off, _), (ks, rs) in zip(loads, per):
         if p.vec == 1 or rs[-1] == 0:
@@ -794,6 +837,34 @@ def _prologue_meta(p: Pass, per, loads, leaves) -> tuple[dict, tuple]:
         elif m == "g":
             f = (off, ks, [*rs[:-1], 4 * rs[-1]])
             meta[f"l{j}_q"] = rs[-1]
+        else:
+            f = (off, ks, rs)
+        meta[f"l{j}_base"], meta[f"l{j}_kst"], meta[f"l{j}_rst"] = f
+    return meta, tuple((l, m) for (l, _, _), m in zip(loads, modes))
+
+
+def _prologue_meta_kept(per, loads, leaves) -> tuple[dict, tuple]:
+    """`_prologue_meta` for a pass whose loads run along the innermost kept axis
+    (`Pass.kvec`): a load is a vector where it is contiguous along that axis and aligned,
+    one scalar where it is constant along it, else four scalars."""
+    modes = []
+    for (_, off, _), (ks, rs) in zip(loads, per):
+        if ks[-1] == 0:
+            modes.append("s")
+        elif ks[-1] == 1 and off % 4 == 0 and all(x % 4 == 0 for x in ks[:-1]) and all(x % 4 == 0 for x in rs):
+            modes.append("v")
+        else:
+            modes.append("g")
+    for j in range(len(leaves)):
+        if any(m != "v" for (l, _, _), m in zip(loads, modes) if l == j):
+            modes = ["g" if (l == j and m == "v") else m for (l, _, _), m in zip(loads, modes)]
+    meta = {}
+    for j, ((_, off, _), (ks, rs), m) in enumerate(zip(loads, per, modes)):
+        if m == "v":
+            f = (off // 4, [*(x // 4 for x in ks[:-1]), 1], [x // 4 for x in rs])
+        elif m == "g":
+            f = (off, [*ks[:-1], 4 * ks[-1]], list(rs))
+            meta[f"l{j}_q"] = ks[-1]
         else:
             f = (off, ks, rs)
         meta[f"l{j}_base"], meta[f"l{j}_kst"], meta[f"l{j}_rst"] = f
@@ -865,7 +936,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
             views.append(out)
         else:
             (vo, vs), (io, is_) = regions[i]
-            m = p.n_out * p.S
+            m = p.outputs * p.S
             views.append(ctx.scratch.sub(vo, vs, (m,), np.int64 if w64 else xn.dtype))
             if pair:
                 views.append(ctx.scratch.sub(io, is_, (m,), dt.int32))
@@ -899,7 +970,7 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
                   if p.first and prologue is not None else prof.reduce_unroll)
         k = ctx.kernel(program(op, xn.dtype.name, p.kind, len(p.kept), len(p.red), p.lx, p.vec,
                                p.first, p.final, pro_key if p.first else None,
-                               epi_key if p.final else None, tex, unroll))
+                               epi_key if p.final else None, tex, unroll, p.kvec))
         # its run of C loads (the block and step loops, at most 2C heads), the tree over a
         # row's partials, a fused prologue's library calls per element loaded and an
         # epilogue's per output (`Dispatch.heads`)
