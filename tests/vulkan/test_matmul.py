@@ -263,10 +263,11 @@ def test_vec4_kernel_runs_where_it_fits():
             assert names == [want], (n, names)
 
 
+@pytest.mark.parametrize("unroll_k", [False, True])
 @pytest.mark.parametrize("layout", sorted(mm.VEC4_TILINGS))
-def test_tuned_vec4_tilings(layout):
+def test_tuned_vec4_tilings(layout, unroll_k):
     """Each layout's tuned GPU tiling (and its prefetch choice), run here by force, on
-    sizes past its tile edges."""
+    sizes past its tile edges, with the slab loop rolled or marked [[unroll]]."""
     import vkml
     ta, tb = layout
     tiling, prefetch = mm.VEC4_TILINGS[layout]
@@ -275,7 +276,8 @@ def test_tuned_vec4_tilings(layout):
     at = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
     bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
     f = vkml.jit(lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y))
-    with device.using(matmul_tiling=tiling, matmul_prefetch=prefetch):
+    with device.using(matmul_tiling=tiling, matmul_prefetch=prefetch, matmul_spec_tiles=True,
+                      matmul_unroll_k=unroll_k):
         got = np.asarray(f(vnp.asarray(at), vnp.asarray(bt)))
         names = [k for k, _ in f.profile(vnp.asarray(at), vnp.asarray(bt))]
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))

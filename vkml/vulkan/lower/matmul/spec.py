@@ -139,8 +139,9 @@ def shared_program(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = Fa
 
 @lru_cache(maxsize=1024)
 def vec4_program(t: Tiling, rank: int, ta: bool = False, tb: bool = False, prefetch: bool = False,
-                 epi: Epi | None = None) -> Program:
-    """`vec4.program`'s scheme with the tiling t as specialisation constants.
+                 epi: Epi | None = None, unroll_k: bool = False) -> Program:
+    """`vec4.program`'s scheme with the tiling t as specialisation constants; unroll_k:
+    the slab's k loop marked `[[unroll]]` (`Profile.matmul_unroll_k`).
 
     >>> p = vec4_program(Tiling("shared", tm=4, tn=8, bm=16, bn=32, bk=8), 0)
     >>> p.name, p.spec
@@ -196,7 +197,7 @@ def vec4_program(t: Tiling, rank: int, ta: bool = False, tb: bool = False, prefe
         L += ["for (int k0 = 0; k0 < K; k0 += BK) {"] + load("k0", "  ") + store("  ")
         L += ["  barrier();"]
     S = SPEC_MAX
-    L += ["  for (int kk = 0; kk < BK; ++kk) {"]
+    L += ["  " + ("[[unroll]] " if unroll_k else "") + "for (int kk = 0; kk < BK; ++kk) {"]
     L += [f"    vec4 a{g} = vec4(0.0); if ({g} < GA) a{g} = As[kk * QA + {g} * TY + ty];" for g in range(S // 4)]
     L += [f"    vec4 b{h} = vec4(0.0); if ({h} < GB) b{h} = Bs[kk * QB + {h} * TX + tx];" for h in range(S // 4)]
     L += [f"    if ({_slot(i, j)}) acc_{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc_{i}_{j});"
