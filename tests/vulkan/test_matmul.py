@@ -263,11 +263,12 @@ def test_vec4_kernel_runs_where_it_fits():
             assert names == [want], (n, names)
 
 
-@pytest.mark.parametrize("unroll_k", [False, True])
+@pytest.mark.parametrize("unroll_k,double", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("layout", sorted(mm.VEC4_TILINGS))
-def test_tuned_vec4_tilings(layout, unroll_k):
+def test_tuned_vec4_tilings(layout, unroll_k, double):
     """Each layout's tuned GPU tiling (and its prefetch choice), run here by force, on
-    sizes past its tile edges, with the slab loop rolled or marked [[unroll]]."""
+    sizes past its tile edges (k = 72: a partial last slab), with the slab loop rolled or
+    marked [[unroll]] and the slabs in one shared buffer or two (`tiling.vec4_scheme`)."""
     import vkml
     ta, tb = layout
     tiling, prefetch = mm.VEC4_TILINGS[layout]
@@ -277,7 +278,7 @@ def test_tuned_vec4_tilings(layout, unroll_k):
     bt = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
     f = vkml.jit(lambda x, y: (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y))
     with device.using(matmul_tiling=tiling, matmul_prefetch=prefetch, matmul_spec_tiles=True,
-                      matmul_unroll_k=unroll_k):
+                      matmul_unroll_k=unroll_k, matmul_double_buffer=double):
         got = np.asarray(f(vnp.asarray(at), vnp.asarray(bt)))
         names = [k for k, _ in f.profile(vnp.asarray(at), vnp.asarray(bt))]
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))

@@ -155,7 +155,10 @@ class Profile:
     matmul_texels: bool = False       # the subgroup kernel reads float32 operands and epilogue leaves as texels
     matmul_vec4: bool = True          # GPU tilings: the vec4 shared kernel where it fits
     matmul_prefetch: bool = False     # ... with register prefetch, for a forced tiling
-    matmul_unroll_k: bool = False     # ... its slab's k loop marked [[unroll]] (spec tiles)
+    # ... its slab's k loop marked [[unroll]], and two slabs in shared memory (one barrier
+    # a slab): None takes the tuned choice per operand layout (`tiling.VEC4_SCHEMES`)
+    matmul_unroll_k: bool | None = None
+    matmul_double_buffer: bool | None = None
     matmul_wide_stores: bool = True   # the subgroup kernel stores runs of columns as one value
     # the subgroup kernel's CPU-tuned variants (on for CPU devices in `profile_for`):
     matmul_interleave: bool = False   # B^T columns one lane apart where rows would share a cache set

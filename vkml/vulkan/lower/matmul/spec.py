@@ -139,9 +139,13 @@ def shared_program(t: Tiling, T: str, rank: int, ta: bool = False, tb: bool = Fa
 
 @lru_cache(maxsize=1024)
 def vec4_program(t: Tiling, rank: int, ta: bool = False, tb: bool = False, prefetch: bool = False,
-                 epi: Epi | None = None, unroll_k: bool = False) -> Program:
+                 epi: Epi | None = None, unroll_k: bool = False, double: bool = False) -> Program:
     """`vec4.program`'s scheme with the tiling t as specialisation constants; unroll_k:
-    the slab's k loop marked `[[unroll]]` (`Profile.matmul_unroll_k`).
+    the slab's k loop marked `[[unroll]]`; double: two slabs in shared memory, the next
+    one's global loads in flight during this one's arithmetic and stored into the other
+    buffer after it, so a slab costs one barrier instead of two (`prefetch` is then
+    implied). Both per operand layout (`tiling.VEC4_SCHEMES`, `Profile.matmul_unroll_k`,
+    `Profile.matmul_double_buffer`).
 
     >>> p = vec4_program(Tiling("shared", tm=4, tn=8, bm=16, bn=32, bk=8), 0)
     >>> p.name, p.spec
@@ -156,7 +160,8 @@ def vec4_program(t: Tiling, rank: int, ta: bool = False, tb: bool = False, prefe
     p.buffer("A", "vec4", readonly=True)
     p.buffer("B", "vec4", readonly=True)
     ehoist, estore = epilogue.declare(p, epi)
-    p.add("shared vec4 As[BK * QA];\nshared vec4 Bs[BK * QB];\n", names=("As", "Bs"))
+    NB = 2 if double else 1
+    p.add(f"shared vec4 As[{NB} * BK * QA];\nshared vec4 Bs[{NB} * BK * QB];\n", names=("As", "Bs"))
     p.barriers = True
     L = prologue(p, rank) + ehoist
     L += ["int tid = int(lidx());",
@@ -176,33 +181,47 @@ def vec4_program(t: Tiling, rank: int, ta: bool = False, tb: bool = False, prefe
     def load(k0: str, ind: str) -> list[str]:
         return [ind + x for x in load_one(k0, "A", "m", not ta) + load_one(k0, "B", "n", tb)]
 
-    def store(ind: str) -> list[str]:
+    def store(ind: str, buf: str = "") -> list[str]:
+        oa, ob = (f"{buf} * (BK * QA) + ", f"{buf} * (BK * QB) + ") if buf else ("", "")
         out = ["[[unroll]] for (int r = 0; r < RA; ++r) { int e = tid + r * THREADS;"]
-        out += (["  As[e] = pa[r]; }"] if ta else
+        out += ([f"  As[{oa}e] = pa[r]; }}"] if ta else
                 ["  int mm = e / K4; int kq = e % K4;",
-                 "  " + " ".join(f"As[(kq * 4 + {c}) * QA + (mm >> 2)][mm & 3] = pa[r].{x};"
+                 "  " + " ".join(f"As[{oa}(kq * 4 + {c}) * QA + (mm >> 2)][mm & 3] = pa[r].{x};"
                                  for c, x in enumerate("xyzw")) + " }"])
         out += ["[[unroll]] for (int r = 0; r < RB; ++r) { int e = tid + r * THREADS;"]
         out += (["  int nn = e / K4; int kq = e % K4;",
-                 "  " + " ".join(f"Bs[(kq * 4 + {c}) * QB + (nn >> 2)][nn & 3] = pb[r].{x};"
+                 "  " + " ".join(f"Bs[{ob}(kq * 4 + {c}) * QB + (nn >> 2)][nn & 3] = pb[r].{x};"
                                  for c, x in enumerate("xyzw")) + " }"]
-                if tb else ["  Bs[e] = pb[r]; }"])
+                if tb else [f"  Bs[{ob}e] = pb[r]; }}"])
         return [ind + x for x in out]
 
-    if prefetch:
-        L += load("0", "")
-        L += ["for (int k0 = 0; k0 < K; k0 += BK) {"] + store("  ")
-        L += ["  barrier();", "  if (k0 + BK < K) {"] + load("(k0 + BK)", "    ") + ["  }"]
-    else:
-        L += ["for (int k0 = 0; k0 < K; k0 += BK) {"] + load("k0", "  ") + store("  ")
-        L += ["  barrier();"]
     S = SPEC_MAX
-    L += ["  " + ("[[unroll]] " if unroll_k else "") + "for (int kk = 0; kk < BK; ++kk) {"]
-    L += [f"    vec4 a{g} = vec4(0.0); if ({g} < GA) a{g} = As[kk * QA + {g} * TY + ty];" for g in range(S // 4)]
-    L += [f"    vec4 b{h} = vec4(0.0); if ({h} < GB) b{h} = Bs[kk * QB + {h} * TX + tx];" for h in range(S // 4)]
-    L += [f"    if ({_slot(i, j)}) acc_{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc_{i}_{j});"
-          for i in range(S) for j in range(S)]
-    L += ["  }", "  barrier();", "}"]
+    oa, ob = ("cur * (BK * QA) + ", "cur * (BK * QB) + ") if double else ("", "")
+    slab = (["  " + ("[[unroll]] " if unroll_k else "") + "for (int kk = 0; kk < BK; ++kk) {"]
+            + [f"    vec4 a{g} = vec4(0.0); if ({g} < GA) a{g} = As[{oa}kk * QA + {g} * TY + ty];"
+               for g in range(S // 4)]
+            + [f"    vec4 b{h} = vec4(0.0); if ({h} < GB) b{h} = Bs[{ob}kk * QB + {h} * TX + tx];"
+               for h in range(S // 4)]
+            + [f"    if ({_slot(i, j)}) acc_{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc_{i}_{j});"
+               for i in range(S) for j in range(S)]
+            + ["  }"])
+    if double:
+        # slab i is read from buffer cur while slab i + 1 is stored into the other one,
+        # which every invocation finished reading before the barrier ending slab i - 1
+        L += load("0", "") + store("", "0") + ["barrier();", "int cur = 0;",
+                                               "for (int k0 = 0; k0 < K; k0 += BK) {",
+                                               "  bool more = k0 + BK < K;",
+                                               "  if (more) {"] + load("(k0 + BK)", "    ") + ["  }"]
+        L += slab + ["  if (more) {"] + store("    ", "(cur ^ 1)") + ["  }", "  barrier();", "  cur ^= 1;", "}"]
+    else:
+        if prefetch:
+            L += load("0", "")
+            L += ["for (int k0 = 0; k0 < K; k0 += BK) {"] + store("  ")
+            L += ["  barrier();", "  if (k0 + BK < K) {"] + load("(k0 + BK)", "    ") + ["  }"]
+        else:
+            L += ["for (int k0 = 0; k0 < K; k0 += BK) {"] + load("k0", "  ") + store("  ")
+            L += ["  barrier();"]
+        L += slab + ["  barrier();", "}"]
     L += _slot_stores(C, lambda i: f"m0 + ({i // 4} * TY + ty) * 4 + {i % 4}",
                       lambda j: f"n0 + ({j // 4} * TX + tx) * 4 + {j % 4}", estore)
     p.main(*L)

@@ -50,10 +50,19 @@ GPU_TILING = Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16)
 # sweep NN|AT|BT [prefetch]`); each beat the scalar kernel. Register prefetch helps some
 # tilings and layouts and hurts others.
 VEC4_TILINGS = {
-    (False, False): (Tiling("shared", tm=8, tn=4, bm=64, bn=64, bk=8), False),
+    (False, False): (Tiling("shared", tm=8, tn=8, bm=64, bn=128, bk=16), False),
     (True, False): (Tiling("shared", tm=8, tn=4, bm=64, bn=64, bk=8), True),
     (False, True): (Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16), True),
     (True, True): (Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16), False),
+}
+# ... and where the tuned tiling runs, whether its slab loop is marked [[unroll]] and its
+# slabs double-buffered (`spec.vec4_program`), measured on an H100 at 4096^3
+# (`bench/tools/matmul_unroll.py`, `bench/tools/sgemm_probe.py`): the B^T product's
+# 16x8 tile ran 2.7x faster unrolled while A^T B^T's ran slower; double buffering
+# with 8x8 in 64x128x16 took A B from 67% to about 85% of cuBLAS in the probe.
+VEC4_SCHEMES = {
+    (False, False): {"double": True},
+    (False, True): {"unroll": True},
 }
 
 # A GPU product whose default tiles make fewer workgroups than this (the H200 has 132
@@ -188,6 +197,23 @@ def vec4_fits(t: Tiling, T: str, M: int, N: int, K: int, ta: bool, tb: bool) -> 
     if (t.bm * t.bk // 4) % threads or (t.bn * t.bk // 4) % threads:
         return False
     return (M if ta else K) % 4 == 0 and (K if tb else N) % 4 == 0
+
+
+def vec4_scheme(prof, t: Tiling, ta: bool, tb: bool) -> tuple[bool, bool]:
+    """(unroll the slab loop, double-buffer the slabs) for the vec4 kernel running tiling t:
+    the profile's choice where it makes one, else the tuned one (`VEC4_SCHEMES`) where t is
+    the layout's tuned tiling, else neither.
+
+    >>> from vkml.vulkan import device
+    >>> p = device.profile_for("nvidia", 2, True, 1 << 20)
+    >>> vec4_scheme(p, VEC4_TILINGS[(False, True)][0], False, True)
+    (True, False)
+    """
+    tuned = prof.matmul_tiling is None and t == VEC4_TILINGS[(ta, tb)][0]
+    sch = VEC4_SCHEMES.get((ta, tb), {}) if tuned else {}
+    unroll = sch.get("unroll", False) if prof.matmul_unroll_k is None else prof.matmul_unroll_k
+    double = sch.get("double", False) if prof.matmul_double_buffer is None else prof.matmul_double_buffer
+    return unroll, double
 
 
 def select_tiling(dev, dtype, M: int, N: int, K: int, nbatch: int = 1, ta: bool = False,
