@@ -621,3 +621,19 @@ def test_k_past_the_last_whole_chunk_is_one_masked_chunk(which, k):
         np.testing.assert_array_equal(np.isnan(g), np.isnan(want))
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=64 * EPS32 * np.sqrt(k), equal_nan=True)
     np.testing.assert_allclose(got[True], got[False], rtol=0, atol=0, equal_nan=True)
+
+
+def test_vec4_schemes_follow_the_layout_table_and_the_profile():
+    """The tuned tiling of each layout takes its scheme from `tiling.VEC4_SCHEMES`; a
+    forced tiling takes none; the profile's flags override both."""
+    import dataclasses
+    from vkml.vulkan.device import profile_for
+    gpu = profile_for("nvidia", 2, True, 1 << 20)
+    for layout, (t, _) in mm.VEC4_TILINGS.items():
+        sch = mm.VEC4_SCHEMES.get(layout, {})
+        assert mm.vec4_scheme(gpu, t, *layout) == (sch.get("unroll", False), sch.get("double", False))
+        forced = dataclasses.replace(gpu, matmul_tiling=t)
+        assert mm.vec4_scheme(forced, t, *layout) == (False, False)
+        both = dataclasses.replace(gpu, matmul_unroll_k=True, matmul_double_buffer=True)
+        assert mm.vec4_scheme(both, t, *layout) == (True, True)
+    assert mm.VEC4_SCHEMES[(False, True)] == {"unroll": True}

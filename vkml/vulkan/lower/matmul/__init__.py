@@ -30,11 +30,11 @@ from .lowering import lower
 from .prologue import MAX_BATCH_RANK
 from .spec import SPEC_MAX, spec_values
 from .subgroup import texel_operands
-from .tiling import (CPU_TILING, GPU_TILING, MIN_WORKGROUPS, SKINNY_TILING, VEC4_TILINGS, Tiling,
-                     choose_tiling, cpu_tiling, interleave, select_tiling, set_tiling, swap_small_n,
-                     vec4_fits)
+from .tiling import (CPU_TILING, GPU_TILING, MIN_WORKGROUPS, SKINNY_TILING, VEC4_SCHEMES, VEC4_TILINGS,
+                     Tiling, choose_tiling, cpu_tiling, interleave, select_tiling, set_tiling,
+                     swap_small_n, vec4_fits, vec4_scheme)
 
-__all__ = ["lower", "Tiling", "set_tiling", "choose_tiling", "select_tiling", "cpu_tiling", "vec4_fits",
+__all__ = ["lower", "Tiling", "set_tiling", "choose_tiling", "select_tiling", "cpu_tiling", "vec4_fits", "vec4_scheme",
            "swap_small_n", "interleave", "texel_operands", "spec_values", "CPU_TILING", "GPU_TILING",
-           "SKINNY_TILING", "VEC4_TILINGS", "MIN_WORKGROUPS", "SPEC_MAX", "MAX_BATCH_RANK",
+           "SKINNY_TILING", "VEC4_TILINGS", "VEC4_SCHEMES", "MIN_WORKGROUPS", "SPEC_MAX", "MAX_BATCH_RANK",
            "INT_UNROLL", "INT_MAX_K"]
