@@ -3,7 +3,9 @@ torch CUDA and torch.compile (issue 23: the chain within 1.0x torch.compile and 
 copy bandwidth).
 
 For each workload: `Jitted.profile`'s device time (vkml) or CUDA events around 20 calls
-(torch), the best blocked call, and 20 calls in a row that keep their results.
+(torch), the best blocked call, 20 calls in a row that keep their results, and the host
+time per call of those 20 before their sync (for vkml it includes the waits for the
+oldest of `runtime.MAX_IN_FLIGHT` submissions, so it is not host work alone).
 
     python bench/tools/gpu_stream.py [--n 67108864] [--variants]
 """
