@@ -637,3 +637,8 @@ def test_vec4_schemes_follow_the_layout_table_and_the_profile():
         both = dataclasses.replace(gpu, matmul_unroll_k=True, matmul_double_buffer=True)
         assert mm.vec4_scheme(both, t, *layout) == (True, True)
     assert mm.VEC4_SCHEMES[(False, True)] == {"unroll": True}
+    # two slabs are not asked for where they would not fit the device's shared memory
+    big = mm.Tiling("shared", tm=8, tn=8, bm=128, bn=128, bk=24)
+    both = dataclasses.replace(gpu, matmul_double_buffer=True)
+    assert mm.vec4_scheme(both, big, False, False, 32 << 10) == (False, False)
+    assert mm.vec4_scheme(both, big, False, False, 64 << 10) == (False, True)

@@ -156,7 +156,9 @@ class Profile:
     matmul_vec4: bool = True          # GPU tilings: the vec4 shared kernel where it fits
     matmul_prefetch: bool = False     # ... with register prefetch, for a forced tiling
     # ... its slab's k loop marked [[unroll]], and two slabs in shared memory (one barrier
-    # a slab): None takes the tuned choice per operand layout (`tiling.VEC4_SCHEMES`)
+    # a slab): None takes the tuned choice per operand layout (`tiling.VEC4_SCHEMES`).
+    # Both apply to the kernel with tiles as specialisation constants only
+    # (`matmul_spec_tiles`, tiles up to `spec.SPEC_MAX`); two slabs only where they fit
     matmul_unroll_k: bool | None = None
     matmul_double_buffer: bool | None = None
     matmul_wide_stores: bool = True   # the subgroup kernel stores runs of columns as one value

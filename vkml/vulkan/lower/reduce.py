@@ -122,7 +122,8 @@ def _prod(dims) -> int:
 
 @dataclass(frozen=True)
 class Pass:
-    """One dispatch: n_out outputs, each over R loads split into S runs of C loads.
+    """One dispatch: n_out outputs (groups of vec neighbouring outputs where kvec), each
+    over R loads split into S runs of C loads.
 
     kept/red are in units of loads (`vec` elements each).
 
@@ -183,7 +184,8 @@ def prologue_unroll(unroll: int, vec: int, weight: int) -> int:
 def kept_vec(kept, red) -> bool:
     """Whether a thread pass can load four neighbouring outputs' elements at once: the
     innermost kept axis is contiguous with an extent divisible by 4 and every other
-    stride a multiple of 4 (a fused prologue's loads that are not gather theirs).
+    stride a multiple of 4. A fused prologue's loads need not be: those that are not
+    read four scalars instead (`_prologue_meta_kept`).
 
     >>> kept_vec([(384, 1)], [(2048, 384)]), kept_vec([(6, 1)], [(8, 6)])
     (True, False)
@@ -574,7 +576,7 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
     pro = pro if first else None
     epi = epi if final else None
     row = kind == "row"
-    assert not kvec or (vec > 1 and kind == "thread" and not pair and not w64), "kvec: a float thread pass"
+    assert not kvec or (vec > 1 and kind == "thread" and not pair and not w64), "kvec: a single-value thread pass"
     prog = Program(f"{op.value}_{kind}" + ("_kv" if kvec else "") + ("_pro" if pro is not None else "")
                    + ("_epi" if epi is not None else ""), local_size=lx)
     prog.meta = schema(K, Q, pro[4] if pro is not None else (),
@@ -973,9 +975,10 @@ def lower(node, ins, out, ctx, prologue=None, epilogue=None) -> None:
                                epi_key if p.final else None, tex, unroll, p.kvec))
         # its run of C loads (the block and step loops, at most 2C heads), the tree over a
         # row's partials, a fused prologue's library calls per element loaded and an
-        # epilogue's per output (`Dispatch.heads`)
+        # epilogue's per output, of which a kvec thread stores four (`Dispatch.heads`)
         heads = (2 * p.C + 32 + (p.C * p.vec * region_heads(preg) if p.first and prologue is not None else 0)
-                 + (region_heads(epilogue[0]) if p.final and epilogue is not None else 0))
+                 + ((p.vec if p.kvec else 1) * region_heads(epilogue[0]) if p.final and epilogue is not None
+                    else 0))
         if p.kind == "row":
             ctx.dispatch(k, meta, views, groups=p.n_out * p.S, heads=heads)
         else:

@@ -198,10 +198,11 @@ def vec4_fits(t: Tiling, T: str, M: int, N: int, K: int, ta: bool, tb: bool) -> 
     return (M if ta else K) % 4 == 0 and (K if tb else N) % 4 == 0
 
 
-def vec4_scheme(prof, t: Tiling, ta: bool, tb: bool) -> tuple[bool, bool]:
+def vec4_scheme(prof, t: Tiling, ta: bool, tb: bool, shared_bytes: int | None = None) -> tuple[bool, bool]:
     """(unroll the slab loop, double-buffer the slabs) for the vec4 kernel running tiling t:
     the profile's choice where it makes one, else the tuned one (`VEC4_SCHEMES`) where t is
-    the layout's tuned tiling, else neither.
+    the layout's tuned tiling, else neither. Two slabs are never asked for where they
+    would pass shared_bytes (the device's shared memory; `choose_tiling` fits one).
 
     >>> from vkml.vulkan import device
     >>> p = device.profile_for("nvidia", 2, True, 1 << 20)
@@ -212,6 +213,8 @@ def vec4_scheme(prof, t: Tiling, ta: bool, tb: bool) -> tuple[bool, bool]:
     sch = VEC4_SCHEMES.get((ta, tb), {}) if tuned else {}
     unroll = sch.get("unroll", False) if prof.matmul_unroll_k is None else prof.matmul_unroll_k
     double = sch.get("double", False) if prof.matmul_double_buffer is None else prof.matmul_double_buffer
+    if double and shared_bytes is not None and 2 * t.bk * (t.bm + t.bn) * 4 > shared_bytes:
+        double = False
     return unroll, double
 
 
