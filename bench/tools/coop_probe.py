@@ -207,7 +207,10 @@ def spirv(src: str) -> bytes:
 
 
 class Dev:
-    def __init__(self):
+    """One compute queue, a command buffer and a fence; coop: with VK_NV_cooperative_matrix
+    and the 16-bit features its kernels need (and pipeline statistics where there are)."""
+
+    def __init__(self, coop: bool = True):
         self.keep = []
         app = vk.VkApplicationInfo(apiVersion=vk.VK_MAKE_VERSION(1, 2, 0))
         self.inst = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
@@ -215,6 +218,23 @@ class Dev:
         props = vk.vkGetPhysicalDeviceProperties(self.pd)
         self.smem = props.limits.maxComputeSharedMemorySize
         print("device:", props.deviceName, " maxComputeSharedMemorySize:", self.smem)
+        qf = next(i for i, q in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(self.pd))
+                  if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
+        qci = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=qf, pQueuePriorities=[1.0])
+        self.stats = self.has_nv = False
+        if coop:
+            self._coop_device(qci)
+        else:
+            self.dev = vk.vkCreateDevice(self.pd, vk.VkDeviceCreateInfo(pQueueCreateInfos=[qci]), None)
+        self.queue = vk.vkGetDeviceQueue(self.dev, qf, 0)
+        self.mp = vk.vkGetPhysicalDeviceMemoryProperties(self.pd)
+        self.cp = vk.vkCreateCommandPool(self.dev, vk.VkCommandPoolCreateInfo(
+            queueFamilyIndex=qf, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
+        self.cb = vk.vkAllocateCommandBuffers(self.dev, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.cp, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        self.fence = vk.vkCreateFence(self.dev, vk.VkFenceCreateInfo(), None)
+
+    def _coop_device(self, qci) -> None:
         exts = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.pd, None)}
         # register counts and spills per pipeline, where the driver reports them
         self.stats = "VK_KHR_pipeline_executable_properties" in exts
@@ -228,8 +248,6 @@ class Dev:
             for p in get(self.pd):
                 print(f"  NV shape M{p.MSize} N{p.NSize} K{p.KSize}  A {names.get(p.AType)} "
                       f"B {names.get(p.BType)} C {names.get(p.CType)} D {names.get(p.DType)}")
-        qf = next(i for i, q in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(self.pd))
-                  if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
         coop = vk.VkPhysicalDeviceCooperativeMatrixFeaturesNV(cooperativeMatrix=True)
         f16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=coop, shaderFloat16=True)
         s16 = vk.VkPhysicalDevice16BitStorageFeatures(pNext=f16, storageBuffer16BitAccess=True)
@@ -242,7 +260,6 @@ class Dev:
             self.keep.append(pe)
             head = pe
             names.append("VK_KHR_pipeline_executable_properties")
-        qci = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=qf, pQueuePriorities=[1.0])
         try:
             self.dev = vk.vkCreateDevice(self.pd, vk.VkDeviceCreateInfo(
                 pNext=head, pQueueCreateInfos=[qci], ppEnabledExtensionNames=names), None)
@@ -250,13 +267,6 @@ class Dev:
             self.stats = False
             self.dev = vk.vkCreateDevice(self.pd, vk.VkDeviceCreateInfo(
                 pNext=mm, pQueueCreateInfos=[qci], ppEnabledExtensionNames=names[:1]), None)
-        self.queue = vk.vkGetDeviceQueue(self.dev, qf, 0)
-        self.mp = vk.vkGetPhysicalDeviceMemoryProperties(self.pd)
-        self.cp = vk.vkCreateCommandPool(self.dev, vk.VkCommandPoolCreateInfo(
-            queueFamilyIndex=qf, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
-        self.cb = vk.vkAllocateCommandBuffers(self.dev, vk.VkCommandBufferAllocateInfo(
-            commandPool=self.cp, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.fence = vk.vkCreateFence(self.dev, vk.VkFenceCreateInfo(), None)
 
     def alloc(self, size, flags):
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
@@ -306,6 +316,64 @@ class Dev:
 
     def copy(self, src, dst, size):
         self.submit(lambda cb: vk.vkCmdCopyBuffer(cb, src, dst, 1, [vk.VkBufferCopy(0, 0, size)]))
+
+    def upload(self, arr: np.ndarray, dst, stage) -> None:
+        """arr's bytes into device buffer dst through the host-visible (buffer, memory) stage."""
+        ptr = vk.vkMapMemory(self.dev, stage[1], 0, arr.nbytes, 0)
+        np.frombuffer(ptr, np.uint8)[:arr.nbytes] = arr.view(np.uint8).ravel()
+        vk.vkUnmapMemory(self.dev, stage[1])
+        self.copy(stage[0], dst[0], arr.nbytes)
+
+    def storage_set(self, ranges, push_bytes: int):
+        """(pipeline layout, descriptor set) binding the (buffer, bytes) pairs `ranges` as
+        storage buffers 0.. with push_bytes of push constants."""
+        k = len(ranges)
+        dsl = vk.vkCreateDescriptorSetLayout(self.dev, vk.VkDescriptorSetLayoutCreateInfo(pBindings=[
+            vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+            for i in range(k)]), None)
+        pl = vk.vkCreatePipelineLayout(self.dev, vk.VkPipelineLayoutCreateInfo(pSetLayouts=[dsl], pPushConstantRanges=[
+            vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push_bytes)]), None)
+        pool = vk.vkCreateDescriptorPool(self.dev, vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[
+            vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=k)]), None)
+        ds = vk.vkAllocateDescriptorSets(self.dev, vk.VkDescriptorSetAllocateInfo(
+            descriptorPool=pool, pSetLayouts=[dsl]))[0]
+        infos = [vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=sz) for b, sz in ranges]
+        writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          pBufferInfo=[infos[i]]) for i in range(k)]
+        vk.vkUpdateDescriptorSets(self.dev, k, writes, 0, None)
+        return pl, ds
+
+    def pipeline(self, code: bytes, pl):
+        """(pipeline, its create info, seconds the driver took to build it)."""
+        sm = vk.vkCreateShaderModule(self.dev, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
+        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
+        flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if self.stats else 0
+        ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl, flags=flags)
+        t0 = time.perf_counter()
+        pipe = vk.vkCreateComputePipelines(self.dev, None, 1, [ci], None)[0]
+        self.keep += [sm, stage]
+        return pipe, ci, time.perf_counter() - t0
+
+
+def recorder(pipe, pl, ds, pc, push_bytes: int, groups: tuple):
+    """rec(reps): a function recording reps dispatches of pipe over groups (x, y)."""
+    def rec(reps):
+        def r(cb):
+            vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
+            vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, [ds], 0, None)
+            vk.vkCmdPushConstants(cb, pl, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, pc)
+            for _ in range(reps):
+                vk.vkCmdDispatch(cb, groups[0], groups[1], 1)
+        return r
+    return rec
+
+
+def warm_up(d, rec, reps: int, seconds: float = 1.5) -> None:
+    """Run rec(reps) for a while first: the clocks rise under load."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        d.submit(rec(reps))
 
 
 def machine_code(d, ci, label: str, out: str) -> None:
@@ -379,24 +447,8 @@ def main() -> None:
     ab, bb, cbuf = d.alloc(n * n * 2, DL), d.alloc(n * n * 2, DL), d.alloc(n * n * 4, DL)
     st = d.alloc(n * n * 4, HV)
     for arr, dst in ((A, ab), (B, bb)):
-        ptr = vk.vkMapMemory(d.dev, st[1], 0, n * n * 4, 0)
-        np.frombuffer(ptr, np.uint8)[:arr.nbytes] = arr.view(np.uint8).ravel()
-        vk.vkUnmapMemory(d.dev, st[1])
-        d.copy(st[0], dst[0], arr.nbytes)
-    dsl = vk.vkCreateDescriptorSetLayout(d.dev, vk.VkDescriptorSetLayoutCreateInfo(pBindings=[
-        vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                        descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-        for i in range(3)]), None)
-    pl = vk.vkCreatePipelineLayout(d.dev, vk.VkPipelineLayoutCreateInfo(pSetLayouts=[dsl], pPushConstantRanges=[
-        vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=12)]), None)
-    pool = vk.vkCreateDescriptorPool(d.dev, vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[
-        vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=3)]), None)
-    ds = vk.vkAllocateDescriptorSets(d.dev, vk.VkDescriptorSetAllocateInfo(descriptorPool=pool, pSetLayouts=[dsl]))[0]
-    infos = [vk.VkDescriptorBufferInfo(buffer=x[0], offset=0, range=sz)
-             for x, sz in ((ab, n * n * 2), (bb, n * n * 2), (cbuf, n * n * 4))]
-    writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      pBufferInfo=[infos[i]]) for i in range(3)]
-    vk.vkUpdateDescriptorSets(d.dev, 3, writes, 0, None)
+        d.upload(arr, dst, st)
+    pl, ds = d.storage_set([(ab[0], n * n * 2), (bb[0], n * n * 2), (cbuf[0], n * n * 4)], 12)
     pc = vk.ffi.new("uint32_t[3]", [n, n, n])
     flops = 2.0 * n ** 3
     want_bt = None
@@ -416,26 +468,10 @@ def main() -> None:
         except RuntimeError as e:
             print(cfg.label(), "compile failed:", str(e)[:400])
             continue
-        sm = vk.vkCreateShaderModule(d.dev, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
-        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
-        flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if d.stats else 0
-        ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl, flags=flags)
-        t0 = time.perf_counter()
-        pipe = vk.vkCreateComputePipelines(d.dev, None, 1, [ci], None)[0]
-        build = time.perf_counter() - t0
-
-        def rec(reps, cfg=cfg, pipe=pipe):
-            def r(cb):
-                vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
-                vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, [ds], 0, None)
-                vk.vkCmdPushConstants(cb, pl, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 12, pc)
-                for _ in range(reps):
-                    vk.vkCmdDispatch(cb, n // cfg.bn, n // cfg.bm, 1)
-            return r
-        if not warm:   # the clocks rise under load: a second and a half of this kernel first
-            end = time.perf_counter() + 1.5
-            while time.perf_counter() < end:
-                d.submit(rec(a.reps))
+        pipe, ci, build = d.pipeline(code, pl)
+        rec = recorder(pipe, pl, ds, pc, 12, (n // cfg.bn, n // cfg.bm))
+        if not warm:
+            warm_up(d, rec, a.reps)
             warm = True
         d.submit(rec(1))
         err = float("nan")

@@ -19,7 +19,8 @@ from typing import NamedTuple
 import numpy as np
 import vulkan as vk
 
-from coop_probe import spirv   # noqa: E402  (run from bench/tools or with it on the path)
+import coop_probe   # noqa: E402  (run from bench/tools or with it on the path)
+from coop_probe import spirv   # noqa: E402
 
 
 class Cfg(NamedTuple):
@@ -146,55 +147,6 @@ def source(c: Cfg) -> str:
     return "\n".join(L) + "\n"
 
 
-class Dev:
-    """One compute queue, a command buffer and a fence (no extensions)."""
-
-    def __init__(self):
-        app = vk.VkApplicationInfo(apiVersion=vk.VK_MAKE_VERSION(1, 2, 0))
-        self.inst = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
-        self.pd = vk.vkEnumeratePhysicalDevices(self.inst)[0]
-        props = vk.vkGetPhysicalDeviceProperties(self.pd)
-        print("device:", props.deviceName)
-        qf = next(i for i, q in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(self.pd))
-                  if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
-        qci = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=qf, pQueuePriorities=[1.0])
-        self.dev = vk.vkCreateDevice(self.pd, vk.VkDeviceCreateInfo(pQueueCreateInfos=[qci]), None)
-        self.queue = vk.vkGetDeviceQueue(self.dev, qf, 0)
-        self.mp = vk.vkGetPhysicalDeviceMemoryProperties(self.pd)
-        self.cp = vk.vkCreateCommandPool(self.dev, vk.VkCommandPoolCreateInfo(
-            queueFamilyIndex=qf, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
-        self.cb = vk.vkAllocateCommandBuffers(self.dev, vk.VkCommandBufferAllocateInfo(
-            commandPool=self.cp, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.fence = vk.vkCreateFence(self.dev, vk.VkFenceCreateInfo(), None)
-
-    def alloc(self, size, flags):
-        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
-        b = vk.vkCreateBuffer(self.dev, vk.VkBufferCreateInfo(size=size, usage=usage,
-                                                              sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
-        req = vk.vkGetBufferMemoryRequirements(self.dev, b)
-        t = next(i for i in range(self.mp.memoryTypeCount) if req.memoryTypeBits >> i & 1
-                 and self.mp.memoryTypes[i].propertyFlags & flags == flags)
-        m = vk.vkAllocateMemory(self.dev, vk.VkMemoryAllocateInfo(allocationSize=req.size, memoryTypeIndex=t), None)
-        vk.vkBindBufferMemory(self.dev, b, m, 0)
-        return b, m
-
-    def submit(self, record) -> float:
-        cb = self.cb
-        vk.vkResetCommandBuffer(cb, 0)
-        vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-        record(cb)
-        vk.vkEndCommandBuffer(cb)
-        t = time.perf_counter()
-        vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])], self.fence)
-        vk.vkWaitForFences(self.dev, 1, [self.fence], vk.VK_TRUE, 10**12)
-        vk.vkResetFences(self.dev, 1, [self.fence])
-        return time.perf_counter() - t
-
-    def copy(self, src, dst, size):
-        self.submit(lambda cb: vk.vkCmdCopyBuffer(cb, src, dst, 1, [vk.VkBufferCopy(0, 0, size)]))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=4096)
@@ -206,7 +158,7 @@ def main() -> None:
         print(source(CONFIGS[a.show]))
         return
     n = a.n
-    d = Dev()
+    d = coop_probe.Dev(coop=False)
     rng = np.random.default_rng(0)
     A = rng.standard_normal((n, n)).astype(np.float32)
     B = rng.standard_normal((n, n)).astype(np.float32)
@@ -216,23 +168,8 @@ def main() -> None:
     nb = n * n * 4
     ab, bb, cbuf, st = d.alloc(nb, DL), d.alloc(nb, DL), d.alloc(nb, DL), d.alloc(nb, HV)
     for arr, dst in ((A, ab), (B, bb)):
-        ptr = vk.vkMapMemory(d.dev, st[1], 0, nb, 0)
-        np.frombuffer(ptr, np.uint8)[:] = arr.view(np.uint8).ravel()
-        vk.vkUnmapMemory(d.dev, st[1])
-        d.copy(st[0], dst[0], nb)
-    dsl = vk.vkCreateDescriptorSetLayout(d.dev, vk.VkDescriptorSetLayoutCreateInfo(pBindings=[
-        vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                        descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-        for i in range(3)]), None)
-    pl = vk.vkCreatePipelineLayout(d.dev, vk.VkPipelineLayoutCreateInfo(pSetLayouts=[dsl], pPushConstantRanges=[
-        vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=12)]), None)
-    pool = vk.vkCreateDescriptorPool(d.dev, vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[
-        vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=3)]), None)
-    ds = vk.vkAllocateDescriptorSets(d.dev, vk.VkDescriptorSetAllocateInfo(descriptorPool=pool, pSetLayouts=[dsl]))[0]
-    infos = [vk.VkDescriptorBufferInfo(buffer=x[0], offset=0, range=nb) for x in (ab, bb, cbuf)]
-    writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      pBufferInfo=[infos[i]]) for i in range(3)]
-    vk.vkUpdateDescriptorSets(d.dev, 3, writes, 0, None)
+        d.upload(arr, dst, st)
+    pl, ds = d.storage_set([(x[0], nb) for x in (ab, bb, cbuf)], 12)
     pc = vk.ffi.new("uint32_t[3]", [n, n, n])
     flops = 2.0 * n ** 3
     idx = range(len(CONFIGS)) if not a.only else [int(k) for k in a.only.split(",")]
@@ -246,25 +183,10 @@ def main() -> None:
         except RuntimeError as e:
             print(cfg.label(), "compile failed:", str(e)[:600])
             continue
-        sm = vk.vkCreateShaderModule(d.dev, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
-        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=sm, pName="main")
-        ci = vk.VkComputePipelineCreateInfo(stage=stage, layout=pl)
-        t0 = time.perf_counter()
-        pipe = vk.vkCreateComputePipelines(d.dev, None, 1, [ci], None)[0]
-        build = time.perf_counter() - t0
-
-        def rec(reps, cfg=cfg, pipe=pipe):
-            def r(cb):
-                vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
-                vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, [ds], 0, None)
-                vk.vkCmdPushConstants(cb, pl, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 12, pc)
-                for _ in range(reps):
-                    vk.vkCmdDispatch(cb, n // cfg.bn, n // cfg.bm, 1)
-            return r
-        if not warm:   # the clocks rise under load
-            end = time.perf_counter() + 1.5
-            while time.perf_counter() < end:
-                d.submit(rec(a.reps))
+        pipe, _, build = d.pipeline(code, pl)
+        rec = coop_probe.recorder(pipe, pl, ds, pc, 12, (n // cfg.bn, n // cfg.bm))
+        if not warm:
+            coop_probe.warm_up(d, rec, a.reps)
             warm = True
         d.submit(rec(1))
         d.copy(cbuf[0], st[0], nb)

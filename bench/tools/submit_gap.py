@@ -21,7 +21,7 @@ import numpy as np
 import vulkan as vk
 
 from coop_probe import spirv   # noqa: E402
-from sgemm_probe import Dev    # noqa: E402
+from coop_probe import Dev      # noqa: E402
 
 SRC = """#version 450
 layout(local_size_x = 256) in;
@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=64 << 20)
     ap.add_argument("--count", type=int, default=20)
     a = ap.parse_args()
-    d = Dev()
+    d = Dev(coop=False)
     n, cnt = a.n, a.count
     DL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
     xb = d.alloc(n * 4, DL)

@@ -185,7 +185,7 @@ def kept_vec(kept, red) -> bool:
     """Whether a thread pass can load four neighbouring outputs' elements at once: the
     innermost kept axis is contiguous with an extent divisible by 4 and every other
     stride a multiple of 4. A fused prologue's loads need not be: those that are not
-    read four scalars instead (`_prologue_meta_kept`).
+    read four scalars instead (`_prologue_meta`).
 
     >>> kept_vec([(384, 1)], [(2048, 384)]), kept_vec([(6, 1)], [(8, 6)])
     (True, False)
@@ -816,15 +816,22 @@ def program(op: OpKind, dtype_name: str, kind: str, K: int, Q: int, lx: int, vec
 def _prologue_meta(p: Pass, per, loads, leaves) -> tuple[dict, tuple]:
     """The meta fields (`schema`) and the (leaf, mode) key of a first pass's prologue
     loads (strides in units of the pass's loads: `vec` elements along the innermost
-    reduced axis)."""
-    if p.kvec:
-        return _prologue_meta_kept(per, loads, leaves)
+    reduced axis, or along the innermost kept one where `p.kvec`). A load is a vector
+    where it is contiguous and aligned along that axis, one scalar where it is constant
+    along it, else vec scalars (a gather)."""
+    def along(ks, rs):      # the strides along the vector axis, then the others
+        return (ks[-1], [*ks[:-1], *rs]) if p.kvec else (rs[-1], [*ks, *rs[:-1]])
+
+    def rebuild(ks, rs, f, last):   # (kept, reduced) with f of the others and last along
+        if p.kvec:
+            return [*(f(x) for x in ks[:-1]), last], [f(x) for x in rs]
+        return [f(x) for x in ks], [*(f(x) for x in rs[:-1]), last]
     modes = []
     for (_, off, _), (ks, rs) in zip(loads, per):
-        if p.vec == 1 or rs[-1] == 0:
+        a, others = along(ks, rs) if p.vec > 1 else (0, [])
+        if a == 0:
             modes.append("s")
-        elif (rs[-1] == 1 and off % 4 == 0 and all(x % 4 == 0 for x in ks)
-              and all(x % 4 == 0 for x in rs[:-1])):
+        elif a == 1 and off % 4 == 0 and all(x % 4 == 0 for x in others):
             modes.append("v")
         else:
             modes.append("g")
@@ -835,40 +842,13 @@ def _prologue_meta(p: Pass, per, loads, leaves) -> tuple[dict, tuple]:
     meta = {}
     for j, ((_, off, _), (ks, rs), m) in enumerate(zip(loads, per, modes)):
         if m == "v":
-            f = (off // 4, [x // 4 for x in ks], [*(x // 4 for x in rs[:-1]), 1])
+            f = (off // 4, *rebuild(ks, rs, lambda x: x // 4, 1))
         elif m == "g":
-            f = (off, ks, [*rs[:-1], 4 * rs[-1]])
-            meta[f"l{j}_q"] = rs[-1]
+            a = along(ks, rs)[0]
+            f = (off, *rebuild(ks, rs, lambda x: x, 4 * a))
+            meta[f"l{j}_q"] = a
         else:
-            f = (off, ks, rs)
-        meta[f"l{j}_base"], meta[f"l{j}_kst"], meta[f"l{j}_rst"] = f
-    return meta, tuple((l, m) for (l, _, _), m in zip(loads, modes))
-
-
-def _prologue_meta_kept(per, loads, leaves) -> tuple[dict, tuple]:
-    """`_prologue_meta` for a pass whose loads run along the innermost kept axis
-    (`Pass.kvec`): a load is a vector where it is contiguous along that axis and aligned,
-    one scalar where it is constant along it, else four scalars."""
-    modes = []
-    for (_, off, _), (ks, rs) in zip(loads, per):
-        if ks[-1] == 0:
-            modes.append("s")
-        elif ks[-1] == 1 and off % 4 == 0 and all(x % 4 == 0 for x in ks[:-1]) and all(x % 4 == 0 for x in rs):
-            modes.append("v")
-        else:
-            modes.append("g")
-    for j in range(len(leaves)):
-        if any(m != "v" for (l, _, _), m in zip(loads, modes) if l == j):
-            modes = ["g" if (l == j and m == "v") else m for (l, _, _), m in zip(loads, modes)]
-    meta = {}
-    for j, ((_, off, _), (ks, rs), m) in enumerate(zip(loads, per, modes)):
-        if m == "v":
-            f = (off // 4, [*(x // 4 for x in ks[:-1]), 1], [x // 4 for x in rs])
-        elif m == "g":
-            f = (off, [*ks[:-1], 4 * ks[-1]], list(rs))
-            meta[f"l{j}_q"] = ks[-1]
-        else:
-            f = (off, ks, rs)
+            f = (off, list(ks), list(rs))
         meta[f"l{j}_base"], meta[f"l{j}_kst"], meta[f"l{j}_rst"] = f
     return meta, tuple((l, m) for (l, _, _), m in zip(loads, modes))
 
