@@ -34,7 +34,7 @@ from .tiling import (CPU_TILING, GPU_TILING, MIN_WORKGROUPS, SKINNY_TILING, VEC4
                      Tiling, choose_tiling, cpu_tiling, interleave, select_tiling, set_tiling,
                      swap_small_n, vec4_fits, vec4_scheme)
 
-__all__ = ["lower", "Tiling", "set_tiling", "choose_tiling", "select_tiling", "cpu_tiling", "vec4_fits", "vec4_scheme",
-           "swap_small_n", "interleave", "texel_operands", "spec_values", "CPU_TILING", "GPU_TILING",
+__all__ = ["lower", "Tiling", "set_tiling", "choose_tiling", "select_tiling", "cpu_tiling", "vec4_fits",
+           "vec4_scheme", "swap_small_n", "interleave", "texel_operands", "spec_values", "CPU_TILING", "GPU_TILING",
            "SKINNY_TILING", "VEC4_TILINGS", "VEC4_SCHEMES", "MIN_WORKGROUPS", "SPEC_MAX", "MAX_BATCH_RANK",
            "INT_UNROLL", "INT_MAX_K"]

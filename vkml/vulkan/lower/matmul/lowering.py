@@ -92,7 +92,8 @@ def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi
     epi, epi_meta, epi_views, _ = epilogue_operands(epi_in, node, dev if t.strategy == "subgroup" else None)
     spec_ok = prof.matmul_spec_tiles and max(t.tm, t.tn) <= spec.SPEC_MAX
     if t.strategy == "shared" and prof.matmul_vec4 and vec4_fits(t, T, M, N, K, ta, tb):
-        p = (spec.vec4_program(t, rank, ta, tb, prefetch, epi, *vec4_scheme(prof, t, ta, tb, dev.max_shared_memory)) if spec_ok
+        scheme = vec4_scheme(prof, t, ta, tb, dev.max_shared_memory)
+        p = (spec.vec4_program(t, rank, ta, tb, prefetch, epi, *scheme) if spec_ok
              else vec4.program(t, rank, ta, tb, prefetch, epi))
         tile_m, tile_n = t.bm, t.bn
     elif t.strategy == "shared":
