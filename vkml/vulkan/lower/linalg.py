@@ -77,7 +77,22 @@ def shared_fits(elements: int, itemsize: int, ints: int = 0) -> bool:
 # --------------------------------------------------------------------------- Cholesky
 
 
-PRIVATE_GROUP = 64       # invocations per workgroup where each invocation holds one matrix
+PRIVATE_GROUP = 64       # invocations per workgroup where each invocation holds one matrix (GPUs)
+
+
+def private_group(dev) -> int:
+    """Invocations per workgroup of the kernels where each invocation holds one matrix:
+    on a CPU device one SIMD group (lavapipe's subgroup, 8 or 16 lanes), since lavapipe
+    runs a workgroup on one thread: a batch of 64 in one workgroup of 64 used one core,
+    in four of 16 both; fewer lanes than a SIMD group would only idle the rest.
+
+    >>> from types import SimpleNamespace as NS
+    >>> private_group(NS(profile=NS(cpu=True), subgroup_size=16)), private_group(NS(profile=NS(cpu=False), subgroup_size=32))
+    (16, 64)
+    """
+    if not dev.profile.cpu:
+        return PRIVATE_GROUP
+    return min(max(dev.subgroup_size, 8), PRIVATE_GROUP)
 
 
 def _frame(p: Program, store: str, H: int, T: str, LS: int) -> tuple[int, str]:
@@ -108,7 +123,8 @@ def _frame(p: Program, store: str, H: int, T: str, LS: int) -> tuple[int, str]:
 @lru_cache(maxsize=256)
 def chol_program(T: str, LS: int, H: int, store: str) -> Program:
     """Right-looking Cholesky of one matrix per workgroup (store "shared": in shared
-    memory, "global": in the output itself) or per invocation ("private"): step j updates
+    memory, "global": in the output itself) or per invocation ("private", in workgroups of
+    H invocations, `private_group`): step j updates
     the trailing lower triangle by column j (scaled on the fly), then scales column j; a
     pivot <= 0 or nan makes the whole result nan. LS: elements of the working matrix.
 
@@ -116,7 +132,7 @@ def chol_program(T: str, LS: int, H: int, store: str) -> Program:
     32
     """
     glob = store == "global"
-    p = Program("Cholesky", local_size=PRIVATE_GROUP if store == "private" else H, alone=True)
+    p = Program("Cholesky", local_size=H, alone=True)
     p.meta = Meta(("n", 1), ("batch", 1))
     o = p.buffer("o", ("coherent " if glob else "") + T)
     x = p.buffer("src", T, readonly=True)
@@ -202,12 +218,13 @@ def _divs(*extents: int) -> dict:
 
 
 @lru_cache(maxsize=16)
-def chol_diag_program(T: str) -> Program:
+def chol_diag_program(T: str, G: int = PRIVATE_GROUP) -> Program:
     """One invocation per matrix factors the diagonal block at (k, k) of width b <= NB in
     its own arrays (a pivot <= 0 or nan sets the matrix's flag), writes it back, and
     writes the block's inverse (lower triangular, zeros above) to `inv` for the panel's
-    MatMul: L21 = A21 L11^-T. (b <= NB_DOUBLE for float64.)"""
-    p = Program("Cholesky_diag", local_size=PRIVATE_GROUP, alone=True)
+    MatMul: L21 = A21 L11^-T. (b <= NB_DOUBLE for float64.) G: invocations a workgroup
+    (`private_group`)."""
+    p = Program("Cholesky_diag", local_size=G, alone=True)
     p.meta = Meta(("n", 1), ("k", 1), ("b", 1), ("batch", 1))
     o = p.buffer("o", T)
     fl = p.buffer("flags", "int")
@@ -328,7 +345,8 @@ def _chol_blocked(x, out, ctx, T: str, n: int, batch: int) -> None:
     total = batch * n * n
     ctx.dispatch(ctx.kernel(chol_start_program(T)), {"total": total, "batch": batch}, [out, flags, x],
                  threads=max(total, batch))
-    diag = ctx.kernel(chol_diag_program(T))
+    G = private_group(ctx.dev)
+    diag = ctx.kernel(chol_diag_program(T, G))
     gather, scatter = ctx.kernel(chol_move_program(T, True)), ctx.kernel(chol_move_program(T, False))
     upd = ctx.kernel(chol_update_program(T))
     nb = _nb(isz)
@@ -337,7 +355,7 @@ def _chol_blocked(x, out, ctx, T: str, n: int, batch: int) -> None:
         m = n - k - b
         inv = sc.sub(inv_at, batch * b * b * isz, (batch, b, b), x.dtype)
         ctx.dispatch(diag, {"n": n, "k": k, "b": b, "batch": batch}, [out, flags, inv],
-                     groups=-(-batch // PRIVATE_GROUP))
+                     groups=-(-batch // G))
         if m == 0:
             break
         mp = _padded(m)
@@ -424,14 +442,15 @@ def ge_program(T: str, mode: str, LS: int, H: int, store: str, NM: int = 0) -> P
     pivoting, writing the packed factors. store "shared": one workgroup per matrix, the
     working matrix (LS elements) and its row maps (NM rows) in shared memory; "global":
     the matrix in the scratch `work`, its maps in `pm` (for "lu" in o itself);
-    "private": one invocation per matrix, both in its own arrays.
+    "private": one invocation per matrix, both in its own arrays, H invocations a
+    workgroup (`private_group`).
 
     >>> ge_program("float", "lu", 1024, 32, "shared").meta.size
     8
     """
     name = {"solve": "Solve", "pivots": "LuPivots", "lu": "Lu"}[mode]
     glob = store == "global"
-    p = Program(name, local_size=PRIVATE_GROUP if store == "private" else H, alone=True)
+    p = Program(name, local_size=H, alone=True)
     # steps [j0, j1) of the elimination, after loading the matrix where `load`, then the
     # back substitution of rows [r0, r1): a large system in device memory is run as several
     # dispatches of these ranges, each within a driver's loop limit
@@ -994,10 +1013,10 @@ def lower(node, ins, out, ctx) -> None:
     if op is OpKind.Cholesky:
         fits = shared_fits(n * n, dt.itemsize(x.dtype))
         store = _store(prof, op, n, 0, fits, dt.itemsize(x.dtype))
-        H = workgroup(n)
+        H = private_group(ctx.dev) if store == "private" else workgroup(n)
         _check_limit(prof, op, n, 0, 1 if store == "private" else H)
         k = ctx.kernel(chol_program(T, 0 if store == "global" else _round(n * n), H, store))
-        groups = -(-batch // PRIVATE_GROUP) if store == "private" else batch
+        groups = -(-batch // H) if store == "private" else batch
         ctx.dispatch(k, {"n": n, "batch": batch}, [out, x], groups=groups)
         return
     if op is OpKind.TriangularSolve:
@@ -1012,7 +1031,7 @@ def lower(node, ins, out, ctx) -> None:
     store = _store(prof, op, n, k, not glob, dt.itemsize(x.dtype))
     # a matrix too large for shared memory may still be held by its own invocation
     glob = store == "global"
-    H = workgroup(n)
+    H = private_group(ctx.dev) if store == "private" else workgroup(n)
     if not glob:
         _check_limit(prof, op, n, k, 1 if store == "private" else H)
     views = [out, *ins]
@@ -1024,7 +1043,7 @@ def lower(node, ins, out, ctx) -> None:
                   sc.sub(fb, batch * 2 * n * 4, (batch * 2 * n,), dt.int32)]
     prog = ge_program(T, mode, 0 if glob else (_round(n * (n + k), 64) if store == "private" else LS), H,
                       store, 0 if glob else _pow2(n))
-    groups = -(-batch // PRIVATE_GROUP) if store == "private" else batch
+    groups = -(-batch // H) if store == "private" else batch
     kern = ctx.kernel(prog)
     if glob and n > STEP_MIN and mode == "solve":
         _solve_blocked(ctx, T, n, k, batch, views, kern, _ge_scratch(batch, n, k, dt.itemsize(x.dtype)))
