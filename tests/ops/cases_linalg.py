@@ -108,8 +108,13 @@ for d in (np.float32, np.float64):
     r, a_ = tol(d, 2e-4, 2e-5, 1e-10, 1e-11)
     for name, shape in [("1x1", (1, 1)), ("batch", (2, 3, 5, 5)), ("empty-batch", (0, 4, 4)),
                         ("32", (4, 32, 32)), ("device-memory", (2, 70, 70))]:
-        CASES.append(Case(K.Cholesky, f"{name}-{np.dtype(d)}", lambda x: bind(K.Cholesky, [x]),
+        CASES.append(Case(K.Cholesky, f"{name}-{np.dtype(d)}", lambda x: bind(K.Cholesky, [x], symmetrize=False),
                           cholesky_ref, [spd(shape, d)], rtol=r, atol=a_))
+        # symmetrize: both triangles read, (x + x^T) / 2 factored (the upper one differs)
+        CASES.append(Case(K.Cholesky, f"symmetrize-{name}-{np.dtype(d)}",
+                          lambda x: bind(K.Cholesky, [x], symmetrize=True),
+                          lambda x: cholesky_ref((x + T_(x)) / 2),
+                          [spd(shape, d) + np.triu(RNG.uniform(-0.2, 0.2, shape), 1).astype(d)], rtol=r, atol=a_))
         n = shape[-1]
         rhs = RNG.uniform(-1, 1, shape[:-1] + (3,)).astype(d)
         CASES.append(Case(K.Solve, f"{name}-{np.dtype(d)}", lambda x, y: bind(K.Solve, [x, y]),
@@ -138,14 +143,14 @@ for d in (np.float32, np.float64):
     CASES.append(Case(K.Solve, f"of-T-{np.dtype(d)}", lambda x, y: bind(K.Solve, [T_(x), y]),
                       lambda x, y: np.linalg.solve(T_(x), y),
                       [well((3, 7, 7), d), RNG.uniform(-1, 1, (3, 7, 2)).astype(d)], rtol=r, atol=a_))
-    CASES.append(Case(K.Cholesky, f"of-T-{np.dtype(d)}", lambda x: bind(K.Cholesky, [T_(x)]),
+    CASES.append(Case(K.Cholesky, f"of-T-{np.dtype(d)}", lambda x: bind(K.Cholesky, [T_(x)], symmetrize=False),
                       lambda x: cholesky_ref(T_(x)), [spd((2, 6, 6), d)], rtol=r, atol=a_))
     CASES.append(Case(K.TriangularSolve, f"of-T-{np.dtype(d)}",
                       lambda x, y: bind(K.TriangularSolve, [T_(x), y], lower=True, trans=False, unit=False),
                       lambda x, y: tri_ref(True, False, False)(T_(x), y),
                       [well((2, 6, 6), d), RNG.uniform(-1, 1, (2, 6, 1)).astype(d)], rtol=r, atol=a_))
     # not positive definite: the whole factor is nan (JAX's)
-    CASES.append(Case(K.Cholesky, f"not-pd-{np.dtype(d)}", lambda x: bind(K.Cholesky, [x]),
+    CASES.append(Case(K.Cholesky, f"not-pd-{np.dtype(d)}", lambda x: bind(K.Cholesky, [x], symmetrize=False),
                       lambda x: np.stack([np.full((2, 2), np.nan), cholesky_ref(x[1])]),
                       [np.array([[[1.0, 2.0], [2.0, 1.0]], [[4.0, 2.0], [2.0, 5.0]]], d)], rtol=r, atol=a_))
 

@@ -135,7 +135,7 @@ CASES = {
     # its forward mode under jit and its reverse mode's error: tests/lax/test_control.py
     K.While: (lambda w: _while_loss(w), [a(3)]),
     # linear algebra on well-conditioned matrices (tests/linalg has the surface's cases)
-    K.Cholesky: (lambda s: bind(K.Cholesky, [s]), [SPD]),
+    K.Cholesky: (lambda s: bind(K.Cholesky, [s], symmetrize=False) + bind(K.Cholesky, [s], symmetrize=True), [SPD]),
     K.TriangularSolve: (lambda t, y: bind(K.TriangularSolve, [t, y], lower=True, trans=False, unit=False)
                         + bind(K.TriangularSolve, [t, y], lower=False, trans=True, unit=True),
                         [WELL, a(2, 3, 2)]),

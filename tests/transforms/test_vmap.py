@@ -150,8 +150,8 @@ CASES: dict[K, list[Case]] = {
     # per-lane trip counts (the lane's own predicate), a batched constant only
     K.While: [Case(lambda c: _while(c), [a(B, 2)]), Case(lambda w: _while(vnp.zeros(2), w), [a(B, 2)])],
     # linear algebra: the operators take any leading batch (the batch joins it)
-    K.Cholesky: [Case(u(K.Cholesky), [np.eye(3, dtype=F32) * 2 + a(B, 3, 3, lo=-0.3, hi=0.3)]),
-                 Case(u(K.Cholesky), [np.eye(3, dtype=F64) * 2 + a(3, B, 3, dtype=F64, lo=-0.3, hi=0.3)],
+    K.Cholesky: [Case(u(K.Cholesky, symmetrize=False), [np.eye(3, dtype=F32) * 2 + a(B, 3, 3, lo=-0.3, hi=0.3)]),
+                 Case(u(K.Cholesky, symmetrize=True), [np.eye(3, dtype=F64) * 2 + a(3, B, 3, dtype=F64, lo=-0.3, hi=0.3)],
                       in_axes=1, name="axis1")],
     K.TriangularSolve: [Case(b(K.TriangularSolve, lower=True, trans=False, unit=False),
                              [np.eye(4, dtype=F32) * 3 + a(B, 4, 4), a(4, 2)], (0, None), name="a"),

@@ -130,7 +130,7 @@ def cholesky(a: Any, upper: bool = False) -> Array:
     [[3.0, 0.0], [1.0, 2.0]]
     """
     a = _matrices("cholesky", a)
-    L = bind(OpKind.Cholesky, [(a + _mT(a)) * 0.5])
+    L = bind(OpKind.Cholesky, [a], symmetrize=True)
     return _mT(L) if upper else L
 
 

@@ -1001,12 +1001,14 @@ def _pivots_dtype(d, a):
     return dt.int32
 
 
-_declare(OpKind.Cholesky, arity=1, attrs=(), shape_rule=_square_shape("Cholesky"),
+_declare(OpKind.Cholesky, arity=1, attrs=("symmetrize",), shape_rule=_square_shape("Cholesky"),
          dtype_rule=_unary_dtype("Cholesky", _LINALG), dtypes=_LINALG, kernel="linalg",
          grad=Grad.RULE,
          doc="The lower Cholesky factor L (L L^T = S, zeros above the diagonal) of each matrix "
-             "S whose lower triangle is the input's (the upper triangle is not read). A matrix "
-             "that is not positive definite (a pivot <= 0 or nan) gives a matrix of nan, as JAX.",
+             "S whose lower triangle is the input's (the upper triangle is not read), or with "
+             "symmetrize S = (x + x^T) / 2, as jax.numpy.linalg.cholesky "
+             "(read as the kernel loads x: no kernel of its own). A matrix that is not positive "
+             "definite (a pivot <= 0 or nan) gives a matrix of nan, as JAX.",
          family="linalg")
 _declare(OpKind.TriangularSolve, arity=2, attrs=("lower", "trans", "unit"),
          shape_rule=_solve_shape("TriangularSolve"), dtype_rule=_linalg_same("TriangularSolve"),

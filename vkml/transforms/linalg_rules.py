@@ -87,7 +87,9 @@ def _cholesky(n, g, a):
     M = trsolve(L, P, True, True)             # L^-T P
     Gt = trsolve(L, mT(M), True, True)        # (M L^-1)^T = L^-T M^T
     G = mT(Gt)
-    return (band(G + Gt, True, -1) + band(band(G, True, 0), False, 0),)
+    g_low = band(G + Gt, True, -1) + band(band(G, True, 0), False, 0)
+    # symmetrize: x enters as (x + x^T) / 2, whose adjoint is itself
+    return ((g_low + mT(g_low)) * 0.5,) if n.attrs["symmetrize"] else (g_low,)
 
 
 def _lu(n, g, a, perm):

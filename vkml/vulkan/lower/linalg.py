@@ -121,12 +121,14 @@ def _frame(p: Program, store: str, H: int, T: str, LS: int) -> tuple[int, str]:
 
 
 @lru_cache(maxsize=256)
-def chol_program(T: str, LS: int, H: int, store: str) -> Program:
+def chol_program(T: str, LS: int, H: int, store: str, sym: bool = False) -> Program:
     """Right-looking Cholesky of one matrix per workgroup (store "shared": in shared
     memory, "global": in the output itself) or per invocation ("private", in workgroups of
     H invocations, `private_group`): step j updates
     the trailing lower triangle by column j (scaled on the fly), then scales column j; a
     pivot <= 0 or nan makes the whole result nan. LS: elements of the working matrix.
+    sym: factor (x + x^T) / 2, both triangles read as the matrix is loaded (no kernel of
+    its own; `Cholesky`'s `symmetrize`).
 
     >>> chol_program("double", 1024, 32, "shared").local_size
     32
@@ -143,8 +145,9 @@ def chol_program(T: str, LS: int, H: int, store: str) -> Program:
             p.shared("sh", T, LS)
         W = lambda i, j: f"sh[({i}) * n + ({j})]"                   # noqa: E731
     H, bar = _frame(p, store, H, T, LS)
+    ld = (f"{T}(0.5) * ({x}[base + i * n + j] + {x}[base + j * n + i])" if sym else f"{x}[base + i * n + j]")
     p.main("int base = mat * n * n;",
-           f"for (int i = l; i < n; i += {H}) for (int j = 0; j <= i; ++j) {W('i', 'j')} = {x}[base + i * n + j];",
+           f"for (int i = l; i < n; i += {H}) for (int j = 0; j <= i; ++j) {W('i', 'j')} = {ld};",
            bar,
            "bool bad = false;",
            "for (int j = 0; j < n; ++j) {",
@@ -180,17 +183,24 @@ BLOCKED_MIN = 64          # matrices larger than this are factored blocked
 
 
 @lru_cache(maxsize=16)
-def chol_start_program(T: str) -> Program:
-    """o = the input (the blocked factorisation works in o), and the failure flags zeroed."""
+def chol_start_program(T: str, sym: bool = False) -> Program:
+    """o = the input (the blocked factorisation works in o; sym: (x + x^T) / 2 of each
+    matrix, meta of `_divs(batch, n, n)`), and the failure flags zeroed."""
     p = Program("Cholesky_start", alone=True)
-    p.meta = Meta(("total", 1), ("batch", 1))
+    p.meta = Meta(("total", 1), ("batch", 1), *((("ext", 2), ("div", 4)) if sym else ()))
     o = p.buffer("o", T)
     fl = p.buffer("flags", "int")
     x = p.buffer("src", T, readonly=True)
     p.main("uint e = gidx();",
            f"uint batch = uint({p.m('batch')}); uint total = uint({p.m('total')});",
-           f"if (e < batch) {fl}[e] = 0;",
-           f"if (e < total) {o}[e] = {x}[e];")
+           f"if (e < batch) {fl}[e] = 0;")
+    if not sym:
+        p.main(f"if (e < total) {o}[e] = {x}[e];")
+        return p
+    p.main("if (e >= total) return;",
+           *_split(p, "e", ("mat", "i", "j"), "div"),
+           f"uint n = uint({p.m('ext', 1)});",
+           f"{o}[e] = {T}(0.5) * ({x}[e] + {x}[mat * n * n + j * n + i]);")
     return p
 
 
@@ -332,7 +342,7 @@ def _chol_scratch(batch: int, n: int, isz: int) -> tuple[int, int, int, int, int
     return pan, 2 * pan, 2 * pan + prod, 2 * pan + prod + inv, 2 * pan + prod + inv + _round(batch * 4, 256)
 
 
-def _chol_blocked(x, out, ctx, T: str, n: int, batch: int) -> None:
+def _chol_blocked(x, out, ctx, T: str, n: int, batch: int, sym: bool = False) -> None:
     """Right-looking blocked Cholesky: per panel of NB columns, the diagonal block and its
     inverse (one invocation per matrix), L21 = A21 L11^-T and the trailing update
     A22 -= L21 L21^T as MatMuls (the MatMul kernels, batched), the rest elementwise."""
@@ -343,7 +353,8 @@ def _chol_blocked(x, out, ctx, T: str, n: int, batch: int) -> None:
     sc = ctx.scratch
     flags = sc.sub(f_at, batch * 4, (batch,), dt.int32)
     total = batch * n * n
-    ctx.dispatch(ctx.kernel(chol_start_program(T)), {"total": total, "batch": batch}, [out, flags, x],
+    ctx.dispatch(ctx.kernel(chol_start_program(T, sym)),
+                 {"total": total, "batch": batch, **(_divs(batch, n, n) if sym else {})}, [out, flags, x],
                  threads=max(total, batch))
     G = private_group(ctx.dev)
     diag = ctx.kernel(chol_diag_program(T, G))
@@ -991,7 +1002,7 @@ def lower(node, ins, out, ctx) -> None:
     >>> import numpy as np, vkml.numpy as vnp
     >>> from vkml.array import bind
     >>> a = vnp.asarray([[4.0, 0.0], [2.0, 5.0]])
-    >>> bind(OpKind.Cholesky, [a]).numpy().tolist()
+    >>> bind(OpKind.Cholesky, [a], symmetrize=False).numpy().tolist()
     [[2.0, 0.0], [1.0, 2.0]]
     """
     op = node.op
@@ -1007,15 +1018,16 @@ def lower(node, ins, out, ctx) -> None:
     n = x.shape[-1]
     batch = _batch(x.shape, 2)
     prof = ctx.profile
+    sym = op is OpKind.Cholesky and bool(node.attrs["symmetrize"])
     if op is OpKind.Cholesky and n > BLOCKED_MIN:
-        _chol_blocked(x, out, ctx, T, n, batch)
+        _chol_blocked(x, out, ctx, T, n, batch, sym)
         return
     if op is OpKind.Cholesky:
         fits = shared_fits(n * n, dt.itemsize(x.dtype))
         store = _store(prof, op, n, 0, fits, dt.itemsize(x.dtype))
         H = private_group(ctx.dev) if store == "private" else workgroup(n)
         _check_limit(prof, op, n, 0, 1 if store == "private" else H)
-        k = ctx.kernel(chol_program(T, 0 if store == "global" else _round(n * n), H, store))
+        k = ctx.kernel(chol_program(T, 0 if store == "global" else _round(n * n), H, store, sym))
         groups = -(-batch // H) if store == "private" else batch
         ctx.dispatch(k, {"n": n, "batch": batch}, [out, x], groups=groups)
         return
