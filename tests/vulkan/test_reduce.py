@@ -385,3 +385,46 @@ def test_unrolled_thread_runs_match_the_loop(shape, axes):
     np.testing.assert_array_equal(outs[0], outs[1])
     want = (x.numpy().astype(np.float64) ** 2).sum(axis=axes) * 0.5 + 1.0
     np.testing.assert_allclose(outs[1], want, rtol=1e-5)
+
+
+def _heavy(xp, x, y):
+    # a prologue past PROLOGUE_BUDGET four times over: library calls on every element
+    return xp.sin(xp.tanh(x * y) + xp.cos(x)) * xp.exp(-xp.abs(x)) + xp.sin(y) * xp.cos(x * 0.5)
+
+
+@pytest.mark.parametrize("shape,axes,op", [((7, 4096), (1,), "sum"), ((40003,), (0,), "max"),
+                                           ((512, 12), (0,), "mean"), ((3, 70001), (1,), "argmax"),
+                                           ((2, 150000), (1,), "sum")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_long_prologue_reads_one_element_at_a_time(shape, axes, op, dtype):
+    """On a CPU device a reduction whose fused prologue is long reads one element at a
+    time in its first pass (`reduce.prologue_alone`: one copy of the prologue's code, not
+    the four a vector load's elements need), whether the reduced axis or the kept one is
+    innermost; later passes and long split runs as before; against NumPy."""
+    from vkml.vulkan.lower import reduce as rd
+    x = RNG.uniform(-3, 3, shape).astype(dtype)
+    y = RNG.uniform(-2, 2, shape[-1:]).astype(dtype)
+    ax = axes[0]
+    f = {"sum": lambda v: vnp.sum(v, axis=ax), "max": lambda v: vnp.max(v, axis=ax),
+         "mean": lambda v: vnp.mean(v, axis=ax), "argmax": lambda v: vnp.argmax(v, axis=ax)}[op]
+    g = {"sum": lambda v: v.sum(ax), "max": lambda v: v.max(ax), "mean": lambda v: v.mean(ax),
+         "argmax": lambda v: v.argmax(ax)}[op]
+    jf = vkml.jit(lambda a, b: f(_heavy(vnp, a, b)))
+    got = np.asarray(jf(vnp.asarray(x), vnp.asarray(y)))
+    want = g(_heavy(np, x.astype(np.float64), y.astype(np.float64)))
+    if op == "argmax":
+        ref = _heavy(np, x.astype(np.float64), y.astype(np.float64))
+        picked = np.take_along_axis(ref, np.expand_dims(got, ax), ax).squeeze(ax)
+        np.testing.assert_allclose(picked, ref.max(ax), rtol=1e-5 if dtype == np.float32 else 1e-12)
+    else:
+        count = shape[ax]
+        eps = 2.0 ** -23 if dtype == np.float32 else 2.0 ** -52
+        np.testing.assert_allclose(got, want, rtol=64 * eps * np.sqrt(count), atol=64 * eps * np.sqrt(count) * 3)
+    dev = vkml.vulkan.device.get()
+    low = jf._entry((vnp.asarray(x), vnp.asarray(y)))[0][0].lowered
+    srcs = [d.kernel.program.render() for d in low.dispatches if "_pro" in d.kernel.name]
+    assert srcs
+    # the prologue is called once per load: at one place in main()
+    calls = [s_.split("void main")[1].count("pro(") for s_ in srcs]
+    assert all(c == 1 for c in calls) if dev.profile.cpu else all(c >= 1 for c in calls)
+    assert rd.prologue_alone(dev.profile, 1000) == bool(dev.profile.cpu)

@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -392,8 +394,7 @@ def _render(parts: Sequence[tuple], local_size: int, spec: tuple, hoist: bool,
     else:
         src.append(f"layout(local_size_x = {local_size}, local_size_y = 1, local_size_z = 1) in;\n")
     src.append(PRELUDE)
-    src += [f"// library {k}\n{v}" + ("" if v.endswith("\n") else "\n") for k, v in libs.items()]
-    src += list(code)
+    head, src = src, list(code)
     first = 1
     for p, base, pre in parts:
         src.append(f"// {p.name}\n")
@@ -414,7 +415,80 @@ def _render(parts: Sequence[tuple], local_size: int, spec: tuple, hoist: bool,
         first += p.n_tensors
     if main is not None:
         src += ["void main() {\n"] + [f"  {l}\n" for l in main] + ["}\n"]
-    return "".join(src)
+    kept = _used_items(libs, "".join(src))
+    head += [f"// library {k}\n{v}" + ("" if v.endswith("\n") else "\n") for k, v in kept.items()]
+    return "".join(head + src)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@lru_cache(maxsize=64)
+def library_items(text: str) -> tuple[tuple[str | None, str, frozenset], ...]:
+    r"""A library's top-level items in order: (the name it declares, its text, the
+    identifiers it names). An item starts at a line in column 0 that begins with a letter
+    (the comments and blank lines above it are its own); its name is the last identifier
+    before the first '(', '[' or '=' of that line. A directive is an item without a name
+    (always kept).
+
+    >>> lib = "// one\nfloat a() { return 1.0; }\nfloat b() {\n  return a();\n}\n"
+    >>> [(n, sorted(u & {'a', 'b'})) for n, _, u in library_items(lib)]
+    [('a', ['a']), ('b', ['a', 'b'])]
+    """
+    items: list[list] = []
+    pending: list[str] = []
+    for line in text.splitlines(keepends=True):
+        c = line[:1]
+        if c.isalpha() or c == "_":
+            ids = _IDENT.findall(re.split(r"[(\[=]", line, maxsplit=1)[0])
+            items.append([ids[-1] if ids else None, pending + [line]])
+            pending = []
+        elif c == "#":
+            items.append([None, pending + [line]])
+            pending = []
+        elif c == "/" or not line.strip() or not items:
+            pending.append(line)
+        else:                       # the current item's body or its closing brace
+            items[-1][1] += pending + [line]
+            pending = []
+    if pending:
+        items.append([None, pending])
+    return tuple((n, "".join(t), frozenset(_IDENT.findall("".join(t)))) for n, t in items)
+
+
+def _used_items(libs: Mapping[str, str], rest: str) -> dict[str, str]:
+    """The libraries cut to the items that `rest` (the kernel's own text) names, directly
+    or through other items: an unused function still costs the driver its translation
+    (lavapipe turns every function of a module into NIR before dropping the unreached ones,
+    in every process), and the math library is most of a kernel's source."""
+    items = [(k, q, n, t, u) for k, v in libs.items() for q, (n, t, u) in enumerate(library_items(v))]
+    want = set(_IDENT.findall(rest))
+    keep: set = {(k, q) for k, q, n, _, _ in items if n is None}
+    by_name: dict[str, list] = {}
+    for k, q, n, t, u in items:
+        if n is not None:
+            by_name.setdefault(n, []).append((k, q, u))
+    todo = [x for x in want if x in by_name]
+    seen = set(todo)
+    while todo:
+        for k, q, u in by_name[todo.pop()]:
+            keep.add((k, q))
+            for x in u:
+                if x in by_name and x not in seen:
+                    seen.add(x)
+                    todo.append(x)
+    for k, q, n, _, u in items:     # a name-less item's own references
+        if n is None:
+            for x in u:
+                if x in by_name and x not in seen:
+                    seen.add(x)
+                    for kk, qq, _ in by_name[x]:
+                        keep.add((kk, qq))
+    out: dict[str, str] = {}
+    for k, q, n, t, u in items:
+        if (k, q) in keep:
+            out[k] = out.get(k, "") + t
+    return {k: out[k] for k in libs if k in out}
 
 
 def merged(parts: Sequence[tuple[Program, int, int]], L: int, G: int, counter: bool = False,

@@ -181,6 +181,20 @@ def prologue_unroll(unroll: int, vec: int, weight: int) -> int:
     return unroll
 
 
+def prologue_alone(prof, weight: int) -> bool:
+    """Whether a reduction's first pass reads its elements one at a time because its
+    fused prologue of `weight` is long: on CPU devices, where four copies of it (a vector
+    load's elements) would pass PROLOGUE_BUDGET. lavapipe builds every copy again in every
+    process (pipeline creation from its disk cache still translates the whole shader) and
+    compiles each cold; a load costs little beside a prologue that long.
+
+    >>> from types import SimpleNamespace as NS
+    >>> prologue_alone(NS(cpu=True), 60), prologue_alone(NS(cpu=True), 200), prologue_alone(NS(cpu=False), 200)
+    (False, True, False)
+    """
+    return bool(prof.cpu) and 4 * weight > PROLOGUE_BUDGET
+
+
 def kept_vec(kept, red) -> bool:
     """Whether a thread pass can load four neighbouring outputs' elements at once: the
     innermost kept axis is contiguous with an extent divisible by 4 and every other
@@ -195,7 +209,8 @@ def kept_vec(kept, red) -> bool:
     return all(st % 4 == 0 for _, st in kept[:-1]) and all(st % 4 == 0 for _, st in red)
 
 
-def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0, kvec: bool = False) -> list[Pass]:
+def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0, kvec: bool = False,
+                     first_vec: bool = True) -> list[Pass]:
     """The passes reducing (kept, red) in layout how ("cpu" or "gpu", `Profile.layout`)
     on a driver ending loops after loop_limit iterations (0: never): each pass's partials
     feed the next. Eight long rows on a GPU: 64 partials per row, then a row over them.
@@ -215,8 +230,8 @@ def reduction_passes(kept, red, how: str = "gpu", loop_limit: int = 0, kvec: boo
         red = [d for d in red if d[0] != 1]
         n_out, R = _prod(kept), _prod(red)
         inner = bool(red) and red[-1][1] == 1
-        along_kept = not inner and kvec and how == "cpu" and kept_vec(kept, red)
-        vec = 4 if (inner and red[-1][0] % 4 == 0) or along_kept else 1
+        along_kept = not inner and kvec and how == "cpu" and kept_vec(kept, red) and (first_vec or not first)
+        vec = 4 if ((inner and red[-1][0] % 4 == 0) or along_kept) and (first_vec or not first) else 1
         if along_kept:
             kv = tuple((n // 4, 1) if j == len(kept) - 1 else (n, st // 4) for j, (n, st) in enumerate(kept))
             rv = tuple((n, st // 4) for n, st in red)
@@ -347,7 +362,8 @@ def _layout(node, prologue, profile):
     isz = 8 if is_wide(node.op, node.inputs[0].dtype) else dt.itemsize(node.inputs[0].dtype)
     pair = is_pair(node.op, node.inputs[0].dtype)
     kvec = not pair and not is_wide(node.op, node.inputs[0].dtype)
-    passes = reduction_passes(kept, red, profile.layout, profile.loop_limit, kvec)
+    vec = prologue is None or not prologue_alone(profile, prologue.weight)
+    passes = reduction_passes(kept, red, profile.layout, profile.loop_limit, kvec, vec)
     regions, off = [], 0
     for p in passes[:-1]:
         m = p.outputs * p.S
