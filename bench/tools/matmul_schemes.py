@@ -24,17 +24,26 @@ def kernel_us(f, *a, n=5):
     return min(sum(t for _, t in f.profile(*a)) for _ in range(n)) * 1e6
 
 
+LAYOUTS = {"NN": lambda p, q: p @ q, "TN": lambda p, q: p.T @ q,
+           "NT": lambda p, q: p @ q.T, "TT": lambda p, q: p.T @ q.T}
+
+
+def operands(m: int, k: int, n: int, lay: str):
+    """(A, B) float32 host operands of an m x k x n product in layout lay, their device
+    arrays and the jitted product's function."""
+    ta, tb = lay[0] == "T", lay[1] == "T"
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    return a, b, vnp.asarray(a), vnp.asarray(b), LAYOUTS[lay]
+
+
 def main():
     cases = [(4096, 4096, 4096, lay) for lay in ("NN", "TN", "NT", "TT")]
     cases += [(1024, 1024, 1024, "NN"), (2048, 2048, 2048, "NN"), (4096, 1024, 4096, "NN"),
               (4096, 4096, 1024, "NN"), (4096, 4096, 1024, "NT"), (1024, 4096, 4096, "TN")]
     for m, k, n, lay in cases:
         ta, tb = lay[0] == "T", lay[1] == "T"
-        a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
-        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
-        va, vb = vnp.asarray(a), vnp.asarray(b)
-        fn = {"NN": lambda p, q: p @ q, "TN": lambda p, q: p.T @ q,
-              "NT": lambda p, q: p @ q.T, "TT": lambda p, q: p.T @ q.T}[lay]
+        a, b, va, vb, fn = operands(m, k, n, lay)
         t0, pf0 = BEFORE[(ta, tb)]
         res, outs = {"before": [], "now": []}, {}
         for _ in range(2):

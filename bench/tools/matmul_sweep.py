@@ -8,9 +8,9 @@ import time
 import numpy as np
 
 import vkml
-import vkml.numpy as vnp
 from vkml.vulkan import device
 from vkml.vulkan.lower.matmul.tiling import Tiling, vec4_fits
+from matmul_schemes import LAYOUTS, operands
 
 T = Tiling
 # (tiling, prefetch, unroll, double); double implies prefetch inside the kernel.
@@ -30,7 +30,6 @@ CANDIDATES = [
     (T("shared", tm=8, tn=16, bm=128, bn=128, bk=16), True, True, True),
     (T("shared", tm=4, tn=8, bm=64, bn=64, bk=16), True, True, True),
 ]
-rng = np.random.default_rng(0)
 
 
 def kernel_us(f, *a, n=4):
@@ -47,8 +46,7 @@ def torch_us(lay, a, b):
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    fn = {"NN": lambda p, q: p @ q, "TN": lambda p, q: p.T @ q,
-          "NT": lambda p, q: p @ q.T, "TT": lambda p, q: p.T @ q.T}[lay]
+    fn = LAYOUTS[lay]
     best = None
     for _ in range(5):
         fn(ta, tb)
@@ -70,11 +68,7 @@ def main(layouts):
         cases += [(1024, 1024, 1024, "NN"), (2048, 2048, 2048, "NN"), (4096, 1024, 4096, "NN")]
     for m, k, n, lay in cases:
         ta, tb = lay[0] == "T", lay[1] == "T"
-        a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
-        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
-        va, vb = vnp.asarray(a), vnp.asarray(b)
-        fn = {"NN": lambda p, q: p @ q, "TN": lambda p, q: p.T @ q,
-              "NT": lambda p, q: p @ q.T, "TT": lambda p, q: p.T @ q.T}[lay]
+        a, b, va, vb, fn = operands(m, k, n, lay)
         fl = 2.0 * m * n * k
         tu = torch_us(lay, a, b)
         f = vkml.jit(fn)

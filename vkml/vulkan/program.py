@@ -456,38 +456,41 @@ def library_items(text: str) -> tuple[tuple[str | None, str, frozenset], ...]:
     return tuple((n, "".join(t), frozenset(_IDENT.findall("".join(t)))) for n, t in items)
 
 
+@lru_cache(maxsize=64)
+def _library_index(texts: tuple) -> tuple[list, dict, set]:
+    """The items of the libraries `texts` ((name, text) pairs): [(library, text)] in
+    order, each named item's indices by its name with the names it refers to, and the
+    indices of the items kept whatever is used (directives) with the names those name."""
+    items, by_name, always, roots = [], {}, set(), set()
+    for k, v in texts:
+        for n, t, u in library_items(v):
+            if n is None:
+                always.add(len(items))
+                roots |= u
+            else:
+                by_name.setdefault(n, []).append((len(items), u))
+            items.append((k, t))
+    return items, by_name, (always, roots)
+
+
 def _used_items(libs: Mapping[str, str], rest: str) -> dict[str, str]:
     """The libraries cut to the items that `rest` (the kernel's own text) names, directly
     or through other items: an unused function still costs the driver its translation
     (lavapipe turns every function of a module into NIR before dropping the unreached ones,
     in every process), and the math library is most of a kernel's source."""
-    items = [(k, q, n, t, u) for k, v in libs.items() for q, (n, t, u) in enumerate(library_items(v))]
-    want = set(_IDENT.findall(rest))
-    keep: set = {(k, q) for k, q, n, _, _ in items if n is None}
-    by_name: dict[str, list] = {}
-    for k, q, n, t, u in items:
-        if n is not None:
-            by_name.setdefault(n, []).append((k, q, u))
-    todo = [x for x in want if x in by_name]
+    items, by_name, (keep, roots) = _library_index(tuple(libs.items()))
+    keep = set(keep)
+    todo = [x for x in set(_IDENT.findall(rest)) | roots if x in by_name]
     seen = set(todo)
     while todo:
-        for k, q, u in by_name[todo.pop()]:
-            keep.add((k, q))
-            for x in u:
-                if x in by_name and x not in seen:
-                    seen.add(x)
-                    todo.append(x)
-    for k, q, n, _, u in items:     # a name-less item's own references
-        if n is None:
-            for x in u:
-                if x in by_name and x not in seen:
-                    seen.add(x)
-                    for kk, qq, _ in by_name[x]:
-                        keep.add((kk, qq))
+        for q, u in by_name[todo.pop()]:
+            keep.add(q)
+            todo += [x for x in u if x in by_name and x not in seen]
+            seen.update(u)
     out: dict[str, str] = {}
-    for k, q, n, t, u in items:
-        if (k, q) in keep:
-            out[k] = out.get(k, "") + t
+    for q in sorted(keep):
+        k, t = items[q]
+        out[k] = out.get(k, "") + t
     return {k: out[k] for k in libs if k in out}
 
 
