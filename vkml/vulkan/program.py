@@ -192,6 +192,7 @@ class Program:
     _source: dict = field(default_factory=dict, repr=False)
     _variants: dict = field(default_factory=dict, repr=False)   # `addressed` programs by bindings
     _addresses: tuple = ()     # set by `addressed` (a recording asks at every dispatch)
+    _idents: frozenset | None = field(default=None, init=False, repr=False, compare=False)
 
     # ---------------------------------------------------------------- building
 
@@ -313,6 +314,13 @@ class Program:
         self._variants[key] = q
         return q
 
+    def identifiers(self) -> frozenset:
+        """Every identifier the program's own text names (helpers, declarations, main()),
+        read once: a merged kernel asks for each part's, not for a scan of its whole text."""
+        if self._idents is None:
+            self._idents = frozenset(_IDENT.findall("".join(self.code + self.body + self._decls(0))))
+        return self._idents
+
     def globals(self) -> list[str]:
         """Every name this program declares at file scope."""
         out = [b.name for b in self.bindings] + list(self.names) + [s[0] for s in self.shared_arrays]
@@ -395,6 +403,7 @@ def _render(parts: Sequence[tuple], local_size: int, spec: tuple, hoist: bool,
         src.append(f"layout(local_size_x = {local_size}, local_size_y = 1, local_size_z = 1) in;\n")
     src.append(PRELUDE)
     head, src = src, list(code)
+    used = set(_IDENT.findall("".join(list(code) + list(main or ()))))
     first = 1
     for p, base, pre in parts:
         src.append(f"// {p.name}\n")
@@ -402,6 +411,8 @@ def _render(parts: Sequence[tuple], local_size: int, spec: tuple, hoist: bool,
         if pre is not None:
             src += [f"#define {n} {pre}{n}\n" for n in names + ["gidx", "group_id", "lidx"]]
             src += own(p)
+            used.update(_IDENT.findall("".join(own(p))))
+        used |= p.identifiers()
         src += p._part(base, hoist or pre is not None)
         src += p._decls(first)
         src += p.code
@@ -415,7 +426,7 @@ def _render(parts: Sequence[tuple], local_size: int, spec: tuple, hoist: bool,
         first += p.n_tensors
     if main is not None:
         src += ["void main() {\n"] + [f"  {l}\n" for l in main] + ["}\n"]
-    kept = _used_items(libs, "".join(src))
+    kept = _used_items(libs, used)
     head += [f"// library {k}\n{v}" + ("" if v.endswith("\n") else "\n") for k, v in kept.items()]
     return "".join(head + src)
 
@@ -473,14 +484,14 @@ def _library_index(texts: tuple) -> tuple[list, dict, set]:
     return items, by_name, (always, roots)
 
 
-def _used_items(libs: Mapping[str, str], rest: str) -> dict[str, str]:
-    """The libraries cut to the items that `rest` (the kernel's own text) names, directly
+def _used_items(libs: Mapping[str, str], used: set) -> dict[str, str]:
+    """The libraries cut to the items that `used` (the kernel's own identifiers) names, directly
     or through other items: an unused function still costs the driver its translation
     (lavapipe turns every function of a module into NIR before dropping the unreached ones,
     in every process), and the math library is most of a kernel's source."""
     items, by_name, (keep, roots) = _library_index(tuple(libs.items()))
     keep = set(keep)
-    todo = [x for x in set(_IDENT.findall(rest)) | roots if x in by_name]
+    todo = [x for x in used | roots if x in by_name]
     seen = set(todo)
     while todo:
         for q, u in by_name[todo.pop()]:
