@@ -26,7 +26,7 @@ def _validator(source: str) -> bytes:
 
 @pytest.fixture(autouse=True)
 def _loaded():
-    glslang_lib.load(vkcompile.cache_dir() / "lib")
+    glslang_lib.load()
 
 
 def _sources() -> list[str]:
@@ -50,7 +50,7 @@ def _sources() -> list[str]:
 def test_the_library_is_built_where_the_test_command_installs_it():
     # `./run test` installs glslang-dev and a C++ compiler; a suite that silently fell back
     # to glslangValidator would spend ~150 ms a kernel (the cold-suite budget depends on it)
-    assert glslang_lib.load(vkcompile.cache_dir() / "lib") is not None, glslang_lib.why_not
+    assert glslang_lib.load() is not None, glslang_lib.why_not
 
 
 def test_same_spirv_as_glslang_validator():
@@ -92,5 +92,14 @@ def test_without_the_library_glslang_validator_gives_the_same_bytes(tmp_path, mo
     want = glslang_lib.compile_glsl(source)
     monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(vkcompile, "_memo", {})
-    monkeypatch.setattr(glslang_lib, "load", lambda directory: None)
+    monkeypatch.setattr(glslang_lib, "load", lambda directory=None: None)
     assert vkcompile.compiled(source, "k") == (want, "glslang")
+
+
+def test_the_library_lives_apart_from_the_kernel_cache(tmp_path, monkeypatch):
+    # a fresh kernel cache (a cold benchmark, a test's tmp dir) must not rebuild the compiler
+    before = glslang_lib.default_dir()
+    monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path / "spirv"))
+    assert glslang_lib.default_dir() == before
+    monkeypatch.setenv("VKML_GLSLANG_LIB_DIR", str(tmp_path / "lib"))
+    assert glslang_lib.default_dir() == tmp_path / "lib"

@@ -16,7 +16,7 @@ from vkml.vulkan import device, merge, program, runtime
 from vkml.vulkan.dispatch import barriers_before
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository, for bench
-from bench.workloads import vkml_mlp_step  # noqa: E402
+from bench.workloads import deep_mlp_data, deep_mlp_loss, vkml_mlp_step  # noqa: E402
 
 CPU = runtime.get().dev.profile.merge
 rng = np.random.default_rng(0)
@@ -109,6 +109,32 @@ def test_mlp_step_merges_and_keeps_its_bits():
         assert lo.dispatch_count < lo.kernel_count, lo
         names = [d.kernel.name for d in jm._entry((p, opt.init(p), x, y))[0][0].lowered.dispatches]
         assert any(n.count("MatMul") == 2 for n in names), names
+
+
+def test_a_deep_step_compiles_no_large_merged_kernel_it_runs_once():
+    """A deep training step (hundreds of dispatches): each merged kernel of more than
+    SMALL_SOURCE characters runs at least twice (the repeated middle layers); the first and
+    last layers' own combinations run as their parts. Same bits as unmerged."""
+    n = 24
+    loss = deep_mlp_loss(vnp, vkml.checkpoint, n, "none")
+
+    def step(params, x):
+        l, g = vkml.value_and_grad(loss)(params, x)
+        return l, vkml.tree_util.tree_map(lambda a, b: a - 0.01 * b, params, g)
+    (Ws, bs), x = deep_mlp_data(n)
+    args = (([vnp.asarray(w) for w in Ws], [vnp.asarray(b) for b in bs]), vnp.asarray(x))
+    got, want, lo_m, lo_s = _both(step, *args)
+    _same_bits(got, want)
+    if CPU:
+        assert lo_s.dispatch_count > merge.SPLIT_AMONG, lo_s
+        assert lo_m.dispatch_count < lo_s.dispatch_count, (lo_m, lo_s)
+        jm = vkml.jit(step)
+        jm(*args)
+        seen: dict = {}
+        for d in jm._entry(args)[0][0].lowered.dispatches:
+            if "+" in d.kernel.name and len(d.kernel.program.render()) > merge.SMALL_SOURCE:
+                seen[d.kernel.name] = seen.get(d.kernel.name, 0) + 1
+        assert seen and min(seen.values()) >= 2, seen
 
 
 @pytest.mark.parametrize("n", [3, 40, 1000])

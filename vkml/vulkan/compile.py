@@ -65,7 +65,7 @@ def compiled(source: str, name: str = "kernel") -> tuple[bytes, str]:
     if code:
         _memo[h] = code
         return code, "disk"
-    if _glslang_lib.load(cache_dir() / "lib") is not None:
+    if _glslang_lib.load() is not None:
         try:
             code = _glslang_lib.compile_glsl(source)
         except _glslang_lib.GlslangLibError as e:

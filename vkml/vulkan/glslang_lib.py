@@ -3,13 +3,14 @@
 glslangValidator spends ~150 ms of every run building glslang's built-in symbol tables,
 whatever the shader; in one process the library builds them once, so a kernel costs only
 its own parse and code generation (a few milliseconds). The library is compiled once per
-machine (and cache directory) with the C++ compiler against the static libraries of
-Debian's `glslang-dev`, and loaded with ctypes. Where either is missing, or
+machine with the C++ compiler against the static libraries of Debian's `glslang-dev` into
+$VKML_GLSLANG_LIB_DIR or ~/.cache/vkml/lib (apart from the kernel cache, so a fresh
+VKML_CACHE_DIR does not rebuild the compiler: that takes seconds), and loaded with ctypes. Where either is missing, or
 ``VKML_GLSLANG_LIB=0``, `compile` runs glslangValidator as before: same SPIR-V, slower.
 ``VKML_GLSLANG_LIB=<path>`` loads a library built elsewhere (a machine without glslang-dev).
 
 >>> from vkml.vulkan import compile, glslang_lib
->>> lib = glslang_lib.load(compile.cache_dir() / "lib")
+>>> lib = glslang_lib.load()
 >>> lib is None or glslang_lib.compile_glsl(
 ...     "#version 450\\nlayout(local_size_x=1) in;\\nvoid main(){}\\n")[:4] == b"\\x03\\x02#\\x07"
 True
@@ -61,10 +62,17 @@ def _build(target: Path, libdir: Path, cxx: str) -> None:
     os.replace(tmp, target)  # atomic: parallel workers never load half a file
 
 
-def load(directory: Path) -> ctypes.CDLL | None:
-    """The loaded library, building it into `directory` first if it is not there; None
-    where it cannot be had (`why_not` says why). Built and loaded at most once per process."""
+def default_dir() -> Path:
+    """Where the library is built: $VKML_GLSLANG_LIB_DIR or ~/.cache/vkml/lib."""
+    return Path(os.environ.get("VKML_GLSLANG_LIB_DIR") or Path.home() / ".cache" / "vkml" / "lib")
+
+
+def load(directory: Path | None = None) -> ctypes.CDLL | None:
+    """The loaded library, building it into `directory` (default `default_dir()`) first
+    if it is not there; None where it cannot be had (`why_not` says why). Built and
+    loaded at most once per process."""
     global _lib, _tried, why_not
+    directory = default_dir() if directory is None else directory
     if _tried:
         return _lib
     with _lock:

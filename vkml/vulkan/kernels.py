@@ -401,7 +401,10 @@ class KernelCache:
             if parallel and precompile.wanted(self.dev):
                 for j in todo.values():
                     j.precompile = True
-            self._run(list(todo.values()), parallel=parallel)
+            # the longest first: the last kernel to finish sets the wall time, and a long
+            # one started last would run alone while the other threads sit idle
+            jobs = sorted(todo.values(), key=lambda j: -len(j.source)) if parallel else list(todo.values())
+            self._run(jobs, parallel=parallel)
         return [k if k.built else self.get(k.program) for k in kernels]
 
     def _job(self, program: Program, h: str, hoist: int) -> _Job:

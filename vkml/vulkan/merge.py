@@ -66,6 +66,7 @@ MAX_BYTES = 8 << 20     # bytes a dispatch's tensors span, at most, to be merged
 TINY = 64 << 10         # ... and where all touch at most this, one workgroup may run them
 COMPILE_RATIO = 3        # a merged kernel's first compile over its parts', at most
 SMALL_SOURCE = 100_000   # GLSL characters below which a merged kernel is always cheap
+SPLIT_AMONG = 100        # dispatches past which a large merged kernel run once stays its parts
 WINDOW = 8            # runs a mergeable dispatch may move back across (`_runs`)
 SLOTS = 256             # counters one program's dynamic dispatches may use
 _off = [0]              # `disabled` depth
@@ -279,14 +280,16 @@ def active(profile) -> bool:
 def merge(rt, dispatches: list) -> list:
     """dispatches with each run that needs no barrier inside merged as far as allowed, and
     dispatches of subgroup-sized workgroups with more units than the driver has workers
-    made dynamic (the order of the runs, and so every barrier, stays)."""
+    made dynamic (the order of the runs, and so every barrier, stays). A merged kernel of
+    more than SMALL_SOURCE characters that a long program would run only once stays
+    its parts (`_split`)."""
     dev, prof = rt.dev, rt.dev.profile
     workers = max(prof.workers, 1)
     if not active(prof) or not dispatches:
         return dispatches
     limit = head_budget(prof)
     runs = _runs(dispatches, limit)
-    out, slot = [], 0
+    planned, slots = [], 0
     for run in runs:
         parts, keep = [], []
         for ds in run:
@@ -299,7 +302,7 @@ def merge(rt, dispatches: list) -> list:
                 turns = 0
             elif turns:
                 turns = 1 << (turns.bit_length() - 1)     # fewer distinct kernels
-            dyn = (prof.dynamic and L == dev.subgroup_size and G > workers and slot < SLOTS
+            dyn = (prof.dynamic and L == dev.subgroup_size and G > workers and slots < SLOTS
                    and (not limit or turns == 0 or turns >= 2) and _fits(dev, s, extra=1))
             if len(s) == 1 and not dyn:
                 keep.append(s[0].ds)
@@ -310,6 +313,20 @@ def merge(rt, dispatches: list) -> list:
                 base += len(p.ds.meta)
             prog = merged([(p.program, p.ds.groups, b) for p, b in zip(s, bases)], L, G, counter=dyn,
                           turns=turns if dyn else 0)
+            slots += dyn
+            keep.append((s, G, turns, dyn, prog))
+        planned.append(keep)
+    split = _split(planned, len(dispatches))
+    out, slot = [], 0
+    for keep in planned:
+        for e in keep:
+            if not isinstance(e, tuple):
+                out.append(e)
+                continue
+            s, G, turns, dyn, prog = e
+            if id(e) in split:
+                out += [p.ds for p in s]
+                continue
             k = rt.kernels.get(prog, build=False)    # built with the rest (`lower_graph`)
             views, writes, base = [], [], 0
             for p in s:
@@ -325,8 +342,24 @@ def merge(rt, dispatches: list) -> list:
                 # enough workgroups that each worker's share could take every unit: one
                 # fast worker still takes more units than a slowed one
                 W = min(G, workers * -(-G // turns)) if turns else min(workers, G)
-                keep.append(Dispatch(k, meta, views, tuple(writes), W, (c,), heads=None))
+                out.append(Dispatch(k, meta, views, tuple(writes), W, (c,), heads=None))
             else:
-                keep.append(Dispatch(k, meta, views, tuple(writes), G, heads=None))
-        out += keep
+                out.append(Dispatch(k, meta, views, tuple(writes), G, heads=None))
     return out
+
+
+def _split(planned: list, dispatches: int) -> set:
+    """ids of the planned merged kernels to run as their parts instead: those larger than
+    SMALL_SOURCE that a program of more than SPLIT_AMONG dispatches runs only once. There
+    one run saves a few of many dispatches (a few percent of a call at most), while such a
+    kernel costs lavapipe a second or so of LLVM once in every cold process, and its
+    parts are often kernels compiled anyway (a deep training step's first and last layers
+    merge differently from its repeated middle ones). A small program keeps them: its
+    few dispatches are much of its call."""
+    if dispatches <= SPLIT_AMONG:
+        return set()
+    merged_ = [e for keep in planned for e in keep if isinstance(e, tuple) and len(e[0]) > 1]
+    uses: dict[str, int] = {}
+    for e in merged_:
+        uses[e[4].render()] = uses.get(e[4].render(), 0) + 1
+    return {id(e) for e in merged_ if uses[e[4].render()] == 1 and len(e[4].render()) > SMALL_SOURCE}
