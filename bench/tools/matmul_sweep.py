@@ -1,7 +1,8 @@
 """Kernel time of the vec4 MatMul kernel under candidate schemes (tiling, register
 prefetch, [[unroll]] slab loop, double-buffered slabs) per operand layout and shape, beside
 the default scheme and torch's cuBLAS where torch has CUDA, to choose `tiling.VEC4_TILINGS`
-and `VEC4_SCHEMES` from: python bench/tools/matmul_sweep.py [layout ...]"""
+and `VEC4_SCHEMES` from: python bench/tools/matmul_sweep.py [--defaults] [layout ...]
+(--defaults: only the default scheme, at every shape for every layout)"""
 import sys
 import time
 
@@ -62,10 +63,10 @@ def torch_us(lay, a, b):
     return best
 
 
-def main(layouts):
+def main(layouts, defaults=False):
     cases = [(4096, 4096, 4096, lay) for lay in layouts]
-    if "NN" in layouts:
-        cases += [(1024, 1024, 1024, "NN"), (2048, 2048, 2048, "NN"), (4096, 1024, 4096, "NN")]
+    for lay in layouts if defaults else [l for l in layouts if l == "NN"]:
+        cases += [(1024, 1024, 1024, lay), (2048, 2048, 2048, lay), (4096, 1024, 4096, lay)]
     for m, k, n, lay in cases:
         ta, tb = lay[0] == "T", lay[1] == "T"
         a, b, va, vb, fn = operands(m, k, n, lay)
@@ -79,7 +80,7 @@ def main(layouts):
             head += f"  cuBLAS {tu:8.1f} us ({fl / tu / 1e6:5.1f} TF/s)  default/cuBLAS {tu / d:.0%}"
         print(head, flush=True)
         scale = float(np.max(np.abs(ref)))
-        for t, pf, un, db in CANDIDATES:
+        for t, pf, un, db in [] if defaults else CANDIDATES:
             if not vec4_fits(t, "float", m, n, k, ta, tb):
                 continue
             t0 = time.perf_counter()
@@ -101,4 +102,5 @@ def main(layouts):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["NN", "TN", "NT", "TT"])
+    args = [a for a in sys.argv[1:] if a != "--defaults"]
+    main(args or ["NN", "TN", "NT", "TT"], defaults="--defaults" in sys.argv[1:])

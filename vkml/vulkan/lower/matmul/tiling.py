@@ -50,18 +50,21 @@ GPU_TILING = Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16)
 # sweep NN|AT|BT [prefetch]`); each beat the scalar kernel. Register prefetch helps some
 # tilings and layouts and hurts others.
 VEC4_TILINGS = {
-    (False, False): (Tiling("shared", tm=8, tn=4, bm=64, bn=64, bk=8), False),
-    (True, False): (Tiling("shared", tm=8, tn=4, bm=64, bn=64, bk=8), True),
+    (False, False): (Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16), True),
+    (True, False): (Tiling("shared", tm=8, tn=8, bm=64, bn=128, bk=16), True),
     (False, True): (Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16), True),
-    (True, True): (Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16), False),
+    (True, True): (Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16), True),
 }
 # ... and where the tuned tiling runs, whether its slab loop is marked [[unroll]] and its
-# slabs double-buffered (`spec.vec4_program`; bench/RESULTS.md, issue 23): on an H100 at
-# 4096^3 the B^T product's 16x8 tile ran 2.7x faster unrolled and A^T B^T's slower, A B's
-# and A^T B's the same. Double buffering is not on for any layout: it was measured only in
-# the standalone probe (`bench/tools/sgemm_probe.py`), not in this kernel.
+# slabs double-buffered (`spec.vec4_program`): chosen per layout from
+# `bench/tools/matmul_sweep.py` on an H100 at 4096^3 (bench/RESULTS.md, issue 23), where
+# every layout's fastest scheme had the loop unrolled and none double-buffered slabs
+# (they ran 0.6-0.8x as fast in this kernel, unlike the standalone probe).
 VEC4_SCHEMES = {
+    (False, False): {"unroll": True},
+    (True, False): {"unroll": True},
     (False, True): {"unroll": True},
+    (True, True): {"unroll": True},
 }
 
 # A GPU product whose default tiles make fewer workgroups than this (the H200 has 132
