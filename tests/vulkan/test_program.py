@@ -6,7 +6,8 @@ from vkml.vulkan import program
 LIB = ("#define LIB_ONE 1.0\n"
        "// the square\nfloat sq(float v) { return v * v; }\n"
        "float quad(float v) {\n  return sq(sq(v));\n}\n"
-       "float unused_fn(float v) { return v; }\n")
+       "float unused_fn(float v) { return v; }\n"
+       "// like quad, but unused_fn is named here only in a comment\nfloat other(float v) { return v; }\n")
 
 
 def _prog(name, call):
@@ -21,7 +22,7 @@ def _prog(name, call):
 def test_a_kernel_keeps_the_items_it_names_and_what_they_name():
     src = _prog("k_quad", "quad").render()
     assert "float quad(" in src and "float sq(" in src and "// the square" in src
-    assert "unused_fn" not in src
+    assert "unused_fn" not in src and "float other(" not in src
     assert "#define LIB_ONE" in src                  # directives are always kept
 
 
@@ -42,3 +43,8 @@ def test_a_merged_kernel_keeps_the_items_any_part_names():
     assert "float sq(" in src and "float unused_fn(" in src and "float quad(" not in src
     # each part's identifiers are read once and kept with it
     assert "sq" in a.identifiers() and "unused_fn" in b.identifiers()
+
+
+def test_names_in_comments_are_not_references():
+    items = dict((n, u) for n, _, u in program.library_items(LIB) if n)
+    assert "unused_fn" not in items["other"] and "quad" not in items["other"]

@@ -432,6 +432,7 @@ def _render(parts: Sequence[tuple], local_size: int, spec: tuple, hoist: bool,
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
 @lru_cache(maxsize=64)
@@ -464,7 +465,8 @@ def library_items(text: str) -> tuple[tuple[str | None, str, frozenset], ...]:
             pending = []
     if pending:
         items.append([None, pending])
-    return tuple((n, "".join(t), frozenset(_IDENT.findall("".join(t)))) for n, t in items)
+    # names in comments are not references (a comment naming a function keeps nothing)
+    return tuple((n, "".join(t), frozenset(_IDENT.findall(_COMMENT.sub(" ", "".join(t))))) for n, t in items)
 
 
 @lru_cache(maxsize=64)

@@ -333,15 +333,24 @@ int vk_f_rem_pio2(float ax, out float rh, out float rl) {
     return q;
 }
 
+// sin and cos from |x| = q pi/2 + (rh + rl)
+float vk_f_sinq(float x, int q, float rh, float rl) {
+    float v = (q & 1) == 0 ? vk_f_sink(rh, rl) : vk_f_cosk(rh, rl);
+    if (q >= 2) v = -v;
+    return x < 0.0 ? -v : v;
+}
+float vk_f_cosq(int q, float rh, float rl) {
+    float v = (q & 1) == 0 ? vk_f_cosk(rh, rl) : vk_f_sink(rh, rl);
+    return (q == 1 || q == 2) ? -v : v;
+}
+
 float vk_sin(float x) {
     float ax = abs(x);
     if (ax <= 0.785398163) return ax < 0.000244140625 ? x : vk_f_sink(x, 0.0);
     if (isnan(x) || isinf(x)) return vk_f_nan();
     float rh, rl;
     int q = vk_f_rem_pio2(ax, rh, rl);
-    float v = (q & 1) == 0 ? vk_f_sink(rh, rl) : vk_f_cosk(rh, rl);
-    if (q >= 2) v = -v;
-    return x < 0.0 ? -v : v;
+    return vk_f_sinq(x, q, rh, rl);
 }
 
 float vk_cos(float x) {
@@ -350,8 +359,28 @@ float vk_cos(float x) {
     if (isnan(x) || isinf(x)) return vk_f_nan();
     float rh, rl;
     int q = vk_f_rem_pio2(ax, rh, rl);
-    float v = (q & 1) == 0 ? vk_f_cosk(rh, rl) : vk_f_sink(rh, rl);
-    return (q == 1 || q == 2) ? -v : v;
+    return vk_f_cosq(q, rh, rl);
+}
+
+// vk_sin and vk_cos for arguments known to be below 4096 in magnitude (or NaN), where
+// they take the Cody-Waite reduction: the same bits without the Payne-Hanek path, most
+// of their code (vulkan/lower/ranges.py proves the bound)
+float vk_sin_cw(float x) {
+    float ax = abs(x);
+    if (ax <= 0.785398163) return ax < 0.000244140625 ? x : vk_f_sink(x, 0.0);
+    if (isnan(x)) return vk_f_nan();
+    float rh, rl;
+    int q = vk_f_rem_pio2_cw(ax, rh, rl);
+    return vk_f_sinq(x, q, rh, rl);
+}
+
+float vk_cos_cw(float x) {
+    float ax = abs(x);
+    if (ax <= 0.785398163) return vk_f_cosk(ax, 0.0);
+    if (isnan(x)) return vk_f_nan();
+    float rh, rl;
+    int q = vk_f_rem_pio2_cw(ax, rh, rl);
+    return vk_f_cosq(q, rh, rl);
 }
 
 // tanh|x| = 1 - 2e / (1 + e) with e = exp(-2|x|) = 2^k (1 + p), k <= -1: for |x| >= 0.55
