@@ -570,13 +570,16 @@ def test_interleaved_columns_of_a_transposed_b(shapes, epi, sub):
 @pytest.mark.parametrize("shapes", [((256, 64), (64, 10)), ((2, 3, 70, 33), (3, 33, 5)), ((130, 7), (7, 1))],
                          ids=lambda s: "x".join(map(str, s[0])) + "@" + "x".join(map(str, s[1])))
 @pytest.mark.parametrize("epi", ["none", "bias", "leaf", "rows"])
-def test_few_columns_computed_as_the_transposed_product(which, shapes, epi):
+def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monkeypatch):
     """C with fewer columns than a subgroup has lanes (and rows for four subgroups) is
     computed as C^T = B^T A^T and stored transposed (`swap_small_n`): the same bits as
     without, and NumPy's values, for every operand layout and epilogue kind (a bias
-    per column, a leaf per element, a column vector per row)."""
+    per column, a leaf per element, a column vector per row). (Small products, which
+    take one form whatever their shape, are tested below.)"""
     import vkml
     from vkml.vulkan import runtime
+    from vkml.vulkan.lower.matmul import tiling
+    monkeypatch.setattr(tiling, "SMALL_PRODUCT", 0)
     sa, sb = shapes
     a, b, at, bt, ta, tb = _transposed_inputs(sa, sb, which)
     out = np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
@@ -642,3 +645,44 @@ def test_vec4_schemes_follow_the_layout_table_and_the_profile():
     both = dataclasses.replace(gpu, matmul_double_buffer=True)
     assert mm.vec4_scheme(both, big, False, False, 32 << 10) == (False, False)
     assert mm.vec4_scheme(both, big, False, False, 64 << 10) == (False, True)
+
+
+@pytest.mark.parametrize("which", ["none", "A.T", "B.T", "both"])
+@pytest.mark.parametrize("epi", ["none", "bias", "leaf"])
+def test_small_products_share_one_kernel_whatever_their_shape(which, epi):
+    """On a CPU device products of at most `SMALL_PRODUCT` multiply-adds take
+    `SMALL_TILING` and one kernel form: shapes of every remainder (k below, at and past a
+    chunk, odd m and n, batches) compile to one kernel per layout and epilogue, with
+    NumPy's values."""
+    import vkml
+    from vkml.vulkan import runtime
+    from vkml.vulkan.lower.matmul import tiling
+    dev = runtime.get().dev
+    shapes = [((20, 17), (17, 18)), ((48, 39), (39, 48)), ((3, 7), (7, 1)), ((64, 64), (64, 10)),
+              ((2, 9, 33), (33, 40)), ((16, 16), (16, 32)), ((1, 5), (5, 3))]
+    sources = set()
+    for sa, sb in shapes:
+        a, b, at, bt, ta, tb = _transposed_inputs(sa, sb, which)
+        out = np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+        bias = RNG.uniform(-1, 1, out[-1:]).astype(np.float32)
+        leaf = RNG.uniform(-1, 1, out).astype(np.float32)
+
+        def f(x, y, c, l):
+            p = (vnp.swapaxes(x, -1, -2) if ta else x) @ (vnp.swapaxes(y, -1, -2) if tb else y)
+            return {"none": p, "bias": vnp.maximum(p + c, 0.0), "leaf": l - 0.5 * p}[epi]
+        p = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        want = {"none": p, "bias": np.maximum(p + bias, 0.0), "leaf": leaf - 0.5 * p}[epi]
+        args = [vnp.asarray(v) for v in (at, bt, bias, leaf)]
+        jf = vkml.jit(f)
+        got = np.asarray(jf(*args))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=64 * EPS32 * np.sqrt(sa[-1]))
+        m, k, n = sa[-2], sa[-1], sb[-1]
+        assert tiling.small_product(dev.profile, m, n, k, int(np.prod(out[:-2], dtype=int))) == dev.profile.cpu
+        for d in jf._entry(tuple(args))[0][0].lowered.dispatches:
+            if "MatMul" in d.kernel.name:
+                sources.add((len(sa), d.kernel.source))
+    if dev.profile.cpu:
+        # per batch rank (2-d operands, a batched A) the kernel, and the same kernel taking
+        # its units from a counter where they outnumber the driver's workers (`merge`)
+        ranks = {r for r, _ in sources}
+        assert len(ranks) == 2 and len(sources) <= 2 * len(ranks), len(sources)

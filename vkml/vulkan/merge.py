@@ -333,7 +333,7 @@ def merge(rt, dispatches: list) -> list:
                 writes += [base + w for w in p.ds.writes]
                 views += p.ds.views
                 base += len(p.ds.views)
-            meta = np.concatenate([p.ds.meta for p in s]).astype(np.int32)
+            meta = np.concatenate([p.ds.meta for p in s] + ([[G]] if dyn else [])).astype(np.int32)
             if dyn:
                 c = _counter(rt, slot)
                 slot += 1

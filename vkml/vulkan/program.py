@@ -515,7 +515,8 @@ def merged(parts: Sequence[tuple[Program, int, int]], L: int, G: int, counter: b
     (a zeroed uint buffer bound last; L a subgroup) one turn of a few workgroups' loop,
     each taking the next unit from the counter, at most `turns` of them (0: until none
     is left; the dispatch then has enough workgroups). Every fixed meta read is done first thing.
-    A part's bindings follow the previous parts'; its meta lies at its base."""
+    A part's bindings follow the previous parts'; its meta lies at its base. With counter,
+    G is read from the meta after the parts' (field `units`): one kernel for every G."""
     ps = []
     for q, (p, groups, base) in enumerate(parts):
         if not p.mergeable:
@@ -539,13 +540,17 @@ def merged(parts: Sequence[tuple[Program, int, int]], L: int, G: int, counter: b
     n = sum(p.n_tensors for p, *_ in ps)
     code = ["uint hrel;   // this workgroup's index within its part\n"]
     main = [f"{pre}{ident} = meta[{base + off}];" for p, base, pre, _, _ in ps for ident, off in p._reads.items()]
+    total = sum(p.meta.size for p, *_ in ps)
+    if counter:
+        # the unit count is meta (after the parts'), not code: one kernel for every count
+        main.append(f"uint hunits = uint(meta[{total}]);")
     ind = ""
     if counter is False:
         main.append("uint hg = group_id();")
     else:
         code.append(f"layout(std430, set = 0, binding = {n + 1}) buffer HCount {{ uint hcount[]; }};\n")
         main += ["for (;;) {" if not turns else f"for (uint ht = 0u; ht < {turns}u; ++ht) {{", "  uint hn = 0u;", "  if (subgroupElect()) hn = atomicAdd(hcount[0], 1u);",
-                 "  uint hg = subgroupMax(hn);", f"  if (hg >= {G}u) break;"]
+                 "  uint hg = subgroupMax(hn);", "  if (hg >= hunits) break;"]
         ind = "  "
     for p, _, pre, _, r in ps:
         if r == 1:
@@ -557,7 +562,7 @@ def merged(parts: Sequence[tuple[Program, int, int]], L: int, G: int, counter: b
     src = _render([(p, base, pre) for p, base, pre, _, _ in ps], L, (), False, own, code, main)
     names = [p.name for p, *_ in ps]
     out = Program("+".join(names) if len(names) <= 4 else f"{names[0]}+{len(names) - 1}_more", local_size=L)
-    out.meta = Meta(("parts", sum(p.meta.size for p, *_ in ps)))
+    out.meta = Meta(("parts", total), ("units", 1)) if counter else Meta(("parts", total))
     out.bindings = [b for p, *_ in ps for b in p.bindings]
     if counter:
         out.bindings.append(Binding("hcount", "uint"))

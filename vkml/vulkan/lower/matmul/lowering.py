@@ -8,7 +8,8 @@ from ....trace import dtypes as dt
 from . import coop, int32, shared, spec, subgroup, vec4
 from .epilogue import operands as epilogue_operands
 from .prologue import MAX_BATCH_RANK, batch_layout, swap_last
-from .tiling import interleave, select_tiling, swap_small_n, vec4_fits, vec4_scheme, width
+from .tiling import (SMALL_TILING, interleave, select_tiling, small_product, swap_small_n, vec4_fits, vec4_scheme,
+                     width)
 
 
 def lower(node, ins, out, ctx, transposed: tuple = (False, False), epilogue=None) -> None:
@@ -82,10 +83,11 @@ def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi
     S = dev.subgroup_size
     rank = len(shp)
     t, prefetch = select_tiling(dev, node.dtype, M, N, K, nbatch, ta, tb)
+    small = t.strategy == "subgroup" and small_product(prof, M, N, K, nbatch)
     # the subgroup kernel's CPU-tuned variants (swap, interleave, tail) are on in CPU
     # devices' profiles only: on a GPU it runs only for a forced tiling, and a swapped A^T
     # chunk of S * wa k unrolled past what the H200's compiler builds
-    swap = prof.matmul_swap and t.strategy == "subgroup" and swap_small_n(S, M, N)
+    swap = prof.matmul_swap and t.strategy == "subgroup" and swap_small_n(S, M, N) and not small
     if swap:     # C^T = B^T A^T: the operands trade places and transposition flags
         a, b, ta, tb, M, N, sa, sb = b, a, not tb, not ta, N, M, sb, sa
         t, prefetch = select_tiling(dev, node.dtype, M, N, K, nbatch, ta, tb)
@@ -102,6 +104,11 @@ def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi
         else:
             p = shared.program(t, T, rank, ta, tb, epi, tuple(prof.matmul_contiguous))
         tile_m, tile_n = t.bm, t.bn
+    elif small:     # one form whatever the shape: the masked k tail, scalar stores
+        t = SMALL_TILING
+        tex = subgroup.texel_operands(dev, T, t, a, b)
+        p = subgroup.program(t, T, rank, S, ta, tb, epi, 1, tex is not None, False, False, True)
+        tile_m, tile_n = t.tm, S * t.tn
     else:
         if ta:   # wa runs along m: a width dividing both m and the row tile
             t = replace(t, wa=width(min(8, t.tm), math.gcd(M, t.tm), T, dev))

@@ -44,6 +44,13 @@ class Tiling:
 # slower; on GPUs a 16x8 register tile in 128x128x16 workgroup tiles beat 8x8 and 4x4.
 CPU_TILING = Tiling("subgroup", tm=64, tn=8, wa=2, wb=8)
 GPU_TILING = Tiling("shared", tm=16, tn=8, bm=128, bn=128, bk=16)
+# Products of at most SMALL_PRODUCT multiply-adds on a CPU device all take one small tiling
+# and one kernel form (`small_product`): their time is the dispatch's, while each
+# distinct tiling, store width or k tail of the shape-fitted kernel is a kernel of its own
+# that lavapipe compiles in every cold process (~0.5 s each: a graph of many small
+# products of different shapes compiled one per shape).
+SMALL_PRODUCT = 1 << 17
+SMALL_TILING = Tiling("subgroup", tm=16, tn=2, wa=1, wb=1)
 
 # The vec4 kernel's tiling and register prefetch per operand layout (A transposed, B
 # transposed), the best measured on the H200 at 4096^3 (`python bench/tools/prof_kernels.py
@@ -73,6 +80,17 @@ VEC4_SCHEMES = {
 # multiprocessors busy (`python bench/tools/prof_kernels.py shapes`).
 MIN_WORKGROUPS = 128
 SKINNY_TILING = Tiling("shared", tm=4, tn=8, bm=32, bn=64, bk=16)
+
+
+def small_product(prof, M: int, N: int, K: int, nbatch: int = 1) -> bool:
+    """Whether a product takes `SMALL_TILING` (CPU devices, no forced tiling).
+
+    >>> from types import SimpleNamespace as NS
+    >>> cpu = NS(cpu=True, matmul_tiling=None)
+    >>> small_product(cpu, 20, 17, 18), small_product(cpu, 256, 256, 256)
+    (True, False)
+    """
+    return prof.cpu and prof.matmul_tiling is None and M * N * K * nbatch <= SMALL_PRODUCT
 
 
 def cpu_tiling(S: int) -> Tiling:
