@@ -324,15 +324,6 @@ int vk_f_rem_pio2_ph(float ax, out float rh, out float rl) {
     return q;
 }
 
-// |x| = q pi/2 + (rh + rl), |rh + rl| <= pi/4, for finite |x| > pi/4
-int vk_f_rem_pio2(float ax, out float rh, out float rl) {
-    int q = vk_f_rem_pio2_cw(ax, rh, rl);
-    // large arguments are rare, but lavapipe runs a divergent if's body under a lane mask
-    // even when no lane takes it; written as a loop the unused path measured cheaper
-    for (int big = ax < 4096.0 ? 0 : 1; big > 0; --big) q = vk_f_rem_pio2_ph(ax, rh, rl);
-    return q;
-}
-
 // sin and cos from |x| = q pi/2 + (rh + rl)
 float vk_f_sinq(float x, int q, float rh, float rl) {
     float v = (q & 1) == 0 ? vk_f_sink(rh, rl) : vk_f_cosk(rh, rl);
@@ -344,27 +335,9 @@ float vk_f_cosq(int q, float rh, float rl) {
     return (q == 1 || q == 2) ? -v : v;
 }
 
-float vk_sin(float x) {
-    float ax = abs(x);
-    if (ax <= 0.785398163) return ax < 0.000244140625 ? x : vk_f_sink(x, 0.0);
-    if (isnan(x) || isinf(x)) return vk_f_nan();
-    float rh, rl;
-    int q = vk_f_rem_pio2(ax, rh, rl);
-    return vk_f_sinq(x, q, rh, rl);
-}
-
-float vk_cos(float x) {
-    float ax = abs(x);
-    if (ax <= 0.785398163) return vk_f_cosk(ax, 0.0);
-    if (isnan(x) || isinf(x)) return vk_f_nan();
-    float rh, rl;
-    int q = vk_f_rem_pio2(ax, rh, rl);
-    return vk_f_cosq(q, rh, rl);
-}
-
-// vk_sin and vk_cos for arguments known to be below 4096 in magnitude (or NaN), where
-// they take the Cody-Waite reduction: the same bits without the Payne-Hanek path, most
-// of their code (vulkan/lower/ranges.py proves the bound)
+// sin and cos of |x| < 4096 (or NaN): the Cody-Waite reduction only. Called directly
+// where the argument is known to be that small (vulkan/lower/ranges.py proves it): the
+// same bits as vk_sin / vk_cos without their Payne-Hanek path, most of their code.
 float vk_sin_cw(float x) {
     float ax = abs(x);
     if (ax <= 0.785398163) return ax < 0.000244140625 ? x : vk_f_sink(x, 0.0);
@@ -382,6 +355,22 @@ float vk_cos_cw(float x) {
     int q = vk_f_rem_pio2_cw(ax, rh, rl);
     return vk_f_cosq(q, rh, rl);
 }
+
+// v, vk_sin_cw(x) or vk_cos_cw(x), replaced past 4096 by the Payne-Hanek reduction's
+// result. Large arguments are rare, but lavapipe runs a divergent if's body under a lane
+// mask even when no lane takes it; written as a loop the unused path measured cheaper.
+float vk_f_large(float x, float v, bool cosine) {
+    float ax = abs(x);
+    for (int big = (ax < 4096.0 || isinf(x) || isnan(x)) ? 0 : 1; big > 0; --big) {
+        float rh, rl;
+        int q = vk_f_rem_pio2_ph(ax, rh, rl);
+        v = cosine ? vk_f_cosq(q, rh, rl) : vk_f_sinq(x, q, rh, rl);
+    }
+    return isinf(x) ? vk_f_nan() : v;
+}
+
+float vk_sin(float x) { return vk_f_large(x, vk_sin_cw(x), false); }
+float vk_cos(float x) { return vk_f_large(x, vk_cos_cw(x), true); }
 
 // tanh|x| = 1 - 2e / (1 + e) with e = exp(-2|x|) = 2^k (1 + p), k <= -1: for |x| >= 0.55
 // the quotient is at most 1/2, so its rounding errors shrink in the result. Below 0.55 an
