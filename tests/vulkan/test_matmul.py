@@ -441,8 +441,11 @@ def test_texel_operands_only_where_views_allow():
 @pytest.mark.parametrize("n", [8, 10, 12, 66, 64])
 def test_wide_stores_mask_whole_runs(n, monkeypatch):
     """Columns stored ws at a time: every n (a multiple of the run, of two, or neither)
-    writes exactly the product, nothing past the row (checked through a fused neighbour)."""
+    writes exactly the product, nothing past the row (checked through a fused neighbour).
+    (Small products store one at a time: they are made to take the shape-fitted kernel.)"""
     import vkml
+    from vkml.vulkan.lower.matmul import tiling
+    monkeypatch.setattr(tiling, "SMALL_PRODUCT", 0)
     a = RNG.standard_normal((33, 24)).astype(np.float32)
     b = RNG.standard_normal((24, n)).astype(np.float32)
     c = RNG.standard_normal((33, n)).astype(np.float32)
@@ -604,12 +607,15 @@ def test_few_columns_computed_as_the_transposed_product(which, shapes, epi, monk
 
 @pytest.mark.parametrize("which", ["none", "A.T", "B.T", "both"])
 @pytest.mark.parametrize("k", [10, 23, 3])
-def test_k_past_the_last_whole_chunk_is_one_masked_chunk(which, k):
+def test_k_past_the_last_whole_chunk_is_one_masked_chunk(which, k, monkeypatch):
     """The k left after the whole chunks run as one more chunk with clamped loads and
     zeroed products (`Profile.matmul_tail_chunk`, CPU devices): NumPy's values and the
     step-by-step loop's, and an
-    inf or nan in the last column of k stays where it belongs (inf * 0 never enters)."""
+    inf or nan in the last column of k stays where it belongs (inf * 0 never enters).
+    (The shape-fitted kernel: small products are made to take it.)"""
     import vkml
+    from vkml.vulkan.lower.matmul import tiling
+    monkeypatch.setattr(tiling, "SMALL_PRODUCT", 0)
     a, b, at, bt, ta, tb = _transposed_inputs((70, k), (k, 40), which)
     a[5, k - 1] = np.inf
     b[k - 1, 7] = np.nan

@@ -76,3 +76,20 @@ def test_an_unbounded_argument_keeps_the_full_function():
     assert not any("_cw(" in l for l in calls) and "vk_f_rem_pio2_ph" in src
     want = np.sin(np.asarray(x, np.float64) * 2.0) + np.cos(np.asarray(x, np.float64))
     np.testing.assert_allclose(np.asarray(f(x)), want, rtol=0, atol=4e-7 * 2)
+
+
+def test_float32_overflow_counts_as_unbounded():
+    # exp(tanh(x) * 90) overflows float32 near x = inf although its float64 bound does not
+    b = ranges.bounds(_region(lambda m, x: m.sin(m.exp(m.tanh(x) * 90.0) * 1e-37)))
+    assert b[-2] == (0.0, ranges.INF) or b[-2][1] == ranges.INF, b[-2]
+    x = vnp.asarray(np.array([10.0, -10.0, 0.0, np.inf, -np.inf], np.float32))
+    got = np.asarray(vkml.jit(lambda v: vnp.sin(vnp.exp(vnp.tanh(v) * 90.0) * 1e-37))(x))
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.sin((np.exp(np.tanh(np.asarray(x, np.float32)) * np.float32(90)) * np.float32(1e-37)).astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_a_constant_is_bounded_as_the_kernel_holds_it():
+    # 4000.0001 is 4000.0 in float32: the bound (and so the kernel) follows the float32 value
+    lo, hi = ranges.bounds(_region(lambda m, x: m.tanh(x) * 4000.0001))[-1]
+    assert hi == 4000.0 and lo == -4000.0

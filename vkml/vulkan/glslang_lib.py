@@ -72,15 +72,15 @@ def load(directory: Path | None = None) -> ctypes.CDLL | None:
     if it is not there; None where it cannot be had (`why_not` says why). Built and
     loaded at most once per process."""
     global _lib, _tried, why_not
-    directory = default_dir() if directory is None else directory
     if _tried:
         return _lib
     with _lock:
         if _tried:
             return _lib
         try:
-            _lib = _load(directory)
-        except OSError as e:
+            # Path.home() raises RuntimeError where no home directory can be found
+            _lib = _load(default_dir() if directory is None else directory)
+        except (OSError, RuntimeError) as e:
             # glslang-dev is there but the library did not build or load: say so once, since
             # every new kernel now costs a glslangValidator run
             _lib, why_not = None, str(e)

@@ -9,9 +9,10 @@ kernel calls `vk_sin_cw` / `vk_cos_cw`, the same functions without that path: th
 bits, since for such x vk_sin takes the Cody-Waite path anyway.
 
 Bounds are intervals of float64 numbers containing every non-NaN value the float32
-computation can take (a NaN stays a NaN, which the functions still check); a value
-nothing is known about is (-inf, inf). Rounding is covered by SMALL_ARG's margin below
-the 4096 where the paths part.
+computation can take (a NaN or an infinity still reaches the functions' own checks); a
+value nothing is known about is (-inf, inf), and so is one whose bound passes HUGE, where
+float32 may overflow. Rounding is covered by SMALL_ARG's margin below the 4096 where the
+paths part.
 
 >>> import vkml, vkml.numpy as vnp
 >>> from vkml.trace.ops import OpKind
@@ -25,12 +26,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...trace import dtypes as dt
 from ...trace.ops import OpKind
 
 INF = math.inf
 ANY = (-INF, INF)
 SMALL_ARG = 4000.0      # |x| below this takes sin/cos's Cody-Waite path with room to spare
+# endpoints past this count as infinite: float32 overflows at 3.4e38, and values near it
+# may round past it where float64 stays finite (exp(88.7) * 1e-37 is inf in float32)
+HUGE = 2.0 ** 100
 
 _BOUNDED = {OpKind.Sin: (-1.0, 1.0), OpKind.Cos: (-1.0, 1.0), OpKind.Tanh: (-1.0, 1.0),
             OpKind.Erf: (-1.0, 1.0), OpKind.Sigmoid: (0.0, 1.0), OpKind.Erfc: (0.0, 2.0)}
@@ -68,9 +74,14 @@ def _unary(op: OpKind, a: tuple) -> tuple:
         return (_exp(lo) if lo > -INF else 0.0, _exp(hi))
     if op is OpKind.Silu:                     # x sigmoid(x) >= -0.2785 everywhere
         return (-0.3, max(hi, 0.0))
-    if op is OpKind.Log1p and lo > -1.0:
+    if op is OpKind.Log1p and lo >= -0.5:     # away from -1, which float32 may round to
         return (math.log1p(lo), math.log1p(hi) if hi < INF else INF)
     return ANY
+
+
+def _clip(r: tuple) -> tuple:
+    lo, hi = r
+    return (-INF if lo < -HUGE else lo, INF if hi > HUGE else hi)
 
 
 def bounds(reg) -> list:
@@ -79,8 +90,9 @@ def bounds(reg) -> list:
     out: list = []
     for i, ins in enumerate(reg.code):
         if ins[0] == "const":
-            v = float(ins[2]) if dt.is_float(ins[1]) else ANY
-            out.append((v, v) if isinstance(v, float) and math.isfinite(v) else ANY)
+            # the value as the kernel holds it (rounded to its dtype, as `literal` writes it)
+            v = float(np.asarray(ins[2], dtype=ins[1])) if dt.is_float(ins[1]) else None
+            out.append(_clip((v, v)) if v is not None and math.isfinite(v) else ANY)
             continue
         if ins[0] != "op" or not dt.is_float(reg.types[i]):
             out.append(ANY)
@@ -101,7 +113,7 @@ def bounds(reg) -> list:
             r = _unary(op, xs[0])
         else:
             r = ANY
-        out.append(ANY if any(math.isnan(v) for v in r) else r)
+        out.append(ANY if any(math.isnan(v) for v in r) else _clip(r))
     return out
 
 

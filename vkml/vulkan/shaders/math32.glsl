@@ -335,13 +335,13 @@ float vk_f_cosq(int q, float rh, float rl) {
     return (q == 1 || q == 2) ? -v : v;
 }
 
-// sin and cos of |x| < 4096 (or NaN): the Cody-Waite reduction only. Called directly
+// sin and cos of |x| < 4096 (or NaN, or an infinity): the Cody-Waite reduction only. Called directly
 // where the argument is known to be that small (vulkan/lower/ranges.py proves it): the
 // same bits as vk_sin / vk_cos without their Payne-Hanek path, most of their code.
 float vk_sin_cw(float x) {
     float ax = abs(x);
     if (ax <= 0.785398163) return ax < 0.000244140625 ? x : vk_f_sink(x, 0.0);
-    if (isnan(x)) return vk_f_nan();
+    if (isnan(x) || isinf(x)) return vk_f_nan();
     float rh, rl;
     int q = vk_f_rem_pio2_cw(ax, rh, rl);
     return vk_f_sinq(x, q, rh, rl);
@@ -350,7 +350,7 @@ float vk_sin_cw(float x) {
 float vk_cos_cw(float x) {
     float ax = abs(x);
     if (ax <= 0.785398163) return vk_f_cosk(ax, 0.0);
-    if (isnan(x)) return vk_f_nan();
+    if (isnan(x) || isinf(x)) return vk_f_nan();
     float rh, rl;
     int q = vk_f_rem_pio2_cw(ax, rh, rl);
     return vk_f_cosq(q, rh, rl);

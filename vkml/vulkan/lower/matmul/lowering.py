@@ -104,10 +104,10 @@ def _lower_float(node, a, b, ta, tb, out, ctx, M, N, K, nbatch, shp, sa, sb, epi
         else:
             p = shared.program(t, T, rank, ta, tb, epi, tuple(prof.matmul_contiguous))
         tile_m, tile_n = t.bm, t.bn
-    elif small:     # one form whatever the shape: the masked k tail, scalar stores
+    elif small:     # one form whatever the shape: scalar stores, no swap or interleave
         t = SMALL_TILING
         tex = subgroup.texel_operands(dev, T, t, a, b)
-        p = subgroup.program(t, T, rank, S, ta, tb, epi, 1, tex is not None, False, False, True)
+        p = subgroup.program(t, T, rank, S, ta, tb, epi, 1, tex is not None, False, False, prof.matmul_tail_chunk)
         tile_m, tile_n = t.tm, S * t.tn
     else:
         if ta:   # wa runs along m: a width dividing both m and the row tile
