@@ -410,8 +410,9 @@ def _render(parts: Sequence[tuple], local_size: int, spec: tuple, hoist: bool,
         names = p.globals()
         if pre is not None:
             src += [f"#define {n} {pre}{n}\n" for n in names + ["gidx", "group_id", "lidx"]]
-            src += own(p)
-            used.update(_IDENT.findall("".join(own(p))))
+            mine = own(p)
+            src += mine
+            used.update(_IDENT.findall("".join(mine)))
         used |= p.identifiers()
         src += p._part(base, hoist or pre is not None)
         src += p._decls(first)
