@@ -5,8 +5,8 @@ whatever the shader; in one process the library builds them once, so a kernel co
 its own parse and code generation (a few milliseconds). The library is compiled once per
 machine with the C++ compiler against the static libraries of Debian's `glslang-dev` into
 $VKML_GLSLANG_LIB_DIR or ~/.cache/vkml/lib (apart from the kernel cache, so a fresh
-VKML_CACHE_DIR does not rebuild the compiler: that takes seconds), and loaded with ctypes. Where either is missing, or
-``VKML_GLSLANG_LIB=0``, `compile` runs glslangValidator as before: same SPIR-V, slower.
+VKML_CACHE_DIR does not rebuild the compiler: that takes seconds), and loaded with ctypes.
+Where either is missing, or ``VKML_GLSLANG_LIB=0``, `compile` runs glslangValidator as before: same SPIR-V, slower.
 ``VKML_GLSLANG_LIB=<path>`` loads a library built elsewhere (a machine without glslang-dev).
 
 >>> from vkml.vulkan import compile, glslang_lib

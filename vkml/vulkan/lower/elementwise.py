@@ -33,8 +33,8 @@ from ..program import Meta, Program
 from ..regions import build_region
 from . import lowp, ranges
 from .vectors import pack, unpack, wide_type
-from .expressions import (LIB_HEADS, SHADERS, Expr, expression, integer_pow_lines, literal, math_library, op_expr, op_heads,
-                          op_weight)
+from .expressions import (LIB_HEADS, SHADERS, SMALL_ARG_EXPR, expression, integer_pow_lines, literal, math_library,
+                          op_expr, op_heads, op_weight)
 
 __all__ = ["MAX_RANK", "SHADERS", "bcast_layout", "collapse", "expression", "integer_pow_lines", "literal",
            "lower", "lower_region", "math_library", "op_weight", "progression", "arange_leaf",
@@ -171,7 +171,10 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
     lines = []
     math = False
     exact: set[int] = set()    # values already of their (16-bit) dtype: no rounding needed
-    bound = ranges.bounds(reg)
+    # bounds only where a float32 sin or cos could use them (most regions have none)
+    bound = ranges.bounds(reg) if any(
+        ins[0] == "op" and ins[1] in SMALL_ARG_EXPR and dt.compute_type(ins[2]) == "float"
+        for ins in reg.code) else None
     for i, ins in enumerate(reg.code):
         if ins[0] == "load":
             params[ins[1]] = f"{dt.compute_type(reg.types[i])} a{ins[1]}"
@@ -193,8 +196,8 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
                 names[i] = f"v{i}"
                 continue
             ex = op_expr(op, in_dt, out_dt, attrs)
-            if op in SMALL_ARG_FORMS and dt.compute_type(in_dt) == "float" and ranges.small(bound[args[0]]):
-                ex = SMALL_ARG_FORMS[op]
+            if bound and op in SMALL_ARG_EXPR and dt.compute_type(in_dt) == "float" and ranges.small(bound[args[0]]):
+                ex = SMALL_ARG_EXPR[op]
             math = math or ex.math
             ops_ = [names[a] for a in args]
             if op is OpKind.Cast and dt.is_low(in_dt) and not dt.is_low(out_dt) and args[0] not in exact:
@@ -213,10 +216,6 @@ def region_function(reg, name: str, round_each: bool = False) -> tuple[str, bool
            + f"  return {T}({names[reg.out]});\n}}\n")
     return src, math
 
-
-# float32 sin and cos of an argument `ranges` proves small: no Payne-Hanek path to compile
-SMALL_ARG_FORMS = {OpKind.Sin: Expr("vk_sin_cw({a})", ("vk_sin_cw",)),
-                   OpKind.Cos: Expr("vk_cos_cw({a})", ("vk_cos_cw",))}
 
 # operators whose result on 16-bit values is again one (no rounding needed); Cast rounds itself
 EXACT = frozenset({OpKind.Neg, OpKind.Abs, OpKind.Copy, OpKind.StopGradient, OpKind.Maximum, OpKind.Minimum,

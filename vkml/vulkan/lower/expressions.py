@@ -55,7 +55,8 @@ def math_library(p, double: bool) -> None:
 # code size of the math library's functions (in simple operations), for the compile-time
 # budget of fused kernels: lavapipe's compile time grows faster than linearly with a
 # kernel's size, and sin/cos (range reduction) dwarf an add
-LIB_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_sin_cw": 15, "vk_cos_cw": 15, "vk_pow": 40, "vk_floordiv": 30, "vk_remainder": 25, "vk_erf": 30,
+LIB_WEIGHT = {"vk_sin": 40, "vk_cos": 40, "vk_sin_cw": 15, "vk_cos_cw": 15, "vk_pow": 40, "vk_floordiv": 30,
+              "vk_remainder": 25, "vk_erf": 30,
               "vk_erfc": 30, "vk_tanh": 20, "vk_expm1": 20, "vk_log1p": 15, "vk_log": 15, "vk_exp": 10,
               "vk_sigmoid": 12, "vk_div": 10, "vk_ipow": 10,
               "vk_atan2": 35, "vk_gcd": 10}
@@ -146,6 +147,9 @@ FLOAT_EXPR = {
     OpKind.Maximum: _e("(({a} > {b} || isnan({a})) ? {a} : {b})"),
     OpKind.Minimum: _e("(({a} < {b} || isnan({a})) ? {a} : {b})"),
 }
+# float32 sin and cos of an argument `ranges` proves below 4000 in magnitude: the same
+# bits without the Payne-Hanek path (`elementwise.region_function` chooses them)
+SMALL_ARG_EXPR = {OpKind.Sin: _e("vk_sin_cw({a})", "vk_sin_cw"), OpKind.Cos: _e("vk_cos_cw({a})", "vk_cos_cw")}
 INT_EXPR = {
     OpKind.Neg: _e("-{a}"), OpKind.Abs: _e("abs({a})"), OpKind.Sign: _e("sign({a})"),
     OpKind.Relu: _e("max({a}, 0)"), OpKind.Copy: _e("{a}"), OpKind.StopGradient: _e("{a}"),
