@@ -23,6 +23,21 @@ CHAINS = {
     "sigmoid*s": lambda m, x: ((1.0 / (1.0 + m.exp(-x))) if m is np else vkml.nn.functional.sigmoid(x)) * m.sin(x),
     "log1p|t|": lambda m, x: m.log1p(m.abs(m.tanh(x))) * 100.0,
     "t*t-t": lambda m, x: m.tanh(x) * m.tanh(x) - m.cos(x * 3.0),
+    "t/(|t|+1)": lambda m, x: m.tanh(x) * 5.0 / (m.abs(m.tanh(x) * 5.0) + 1.0),
+    "1/(2+s)": lambda m, x: m.reciprocal(m.sin(x) + 2.0) * 3.0,
+    "where": lambda m, x: m.where(x > 0.5, m.tanh(x) * 9.0, m.cos(x) - 3.0),
+    "sqrt-log": lambda m, x: m.sqrt(m.abs(m.sin(x)) * 8.0) + m.log(m.cos(x) + 1.5),
+    "rsqrt": lambda m, x: (vnp.rsqrt(m.exp(-m.abs(x)) + 0.25) if m is vnp else 1.0 / np.sqrt(np.exp(-np.abs(x)) + 0.25)),
+    "expm1-floor": lambda m, x: m.expm1(m.tanh(x) * 4.0) + m.floor(m.sin(x) * 6.5),
+    "pow3": lambda m, x: (m.tanh(x) * 2.0 - 0.5) ** 3,
+    "atan2": lambda m, x: m.arctan2(m.sin(x), m.cos(x) * 0.5) * 100.0,
+    "cast16": lambda m, x: (m.tanh(x) * 3000.0).astype(m.float16).astype(m.float32) * 1.3,
+    "gelu": lambda m, x: vkml.nn.functional.gelu(m.tanh(x) * 3.0) * 2.0,
+    # one value's factors: bounded whatever x is
+    "softsign": lambda m, x: x * 7.0 / (m.abs(x * 7.0) + 1.0),
+    "x*tanh(x)": lambda m, x: m.minimum(x * m.tanh(x), 0.5),
+    "x*x": lambda m, x: -m.minimum(x * x, 9.0),
+    "silu": lambda m, x: m.minimum(x / (1.0 + m.exp(-x)), 2.0),
 }
 
 
@@ -39,6 +54,13 @@ def test_the_root_bound_holds_on_random_inputs(name):
     x = np.concatenate([rng.normal(scale=s, size=20000) for s in (1.0, 30.0, 1e4)]).astype(np.float32)
     got = np.asarray(vkml.jit(lambda v: fn(vnp, v))(vnp.asarray(x)))
     assert lo <= got.min() and got.max() <= hi, (name, lo, hi, got.min(), got.max())
+
+
+def test_a_product_of_two_values_is_not_taken_for_a_square():
+    b = ranges.bounds(_region(lambda m, x: m.minimum(x * m.tanh(x * 2.0), 0.5)))
+    assert b[-1][0] == -ranges.INF, b[-1]          # x tanh(2x) >= 0 too, but not proved
+    b = ranges.bounds(_region(lambda m, x: x / (m.abs(x * 2.0) + 1.0)))
+    assert b[-1] == ranges.ANY, b[-1]
 
 
 def test_unknown_values_stay_unbounded():

@@ -4,7 +4,8 @@ sin and cos reduce their argument modulo pi/2 by Cody-Waite for |x| < 4096 and b
 Payne-Hanek beyond (vulkan/shaders/math32.glsl); the Payne-Hanek path is most of their
 code, and lavapipe compiles every call's copy of it (a chain of a few sin and cos took
 most of a cold first call's LLVM time). Where a region proves |x| < SMALL_ARG (the
-argument is the output of tanh, sin, a sigmoid, a product of bounded values...), the
+argument is the output of tanh, sin, a sigmoid, a product of bounded values, or a form
+bounded whatever its input: softsign x / (|x| + c), x tanh(x), x * x...), the
 kernel calls `vk_sin_cw` / `vk_cos_cw`, the same functions without that path: the same
 bits, since for such x vk_sin takes the Cody-Waite path anyway.
 
@@ -39,7 +40,10 @@ SMALL_ARG = 4000.0      # |x| below this takes sin/cos's Cody-Waite path with ro
 HUGE = 2.0 ** 100
 
 _BOUNDED = {OpKind.Sin: (-1.0, 1.0), OpKind.Cos: (-1.0, 1.0), OpKind.Tanh: (-1.0, 1.0),
-            OpKind.Erf: (-1.0, 1.0), OpKind.Sigmoid: (0.0, 1.0), OpKind.Erfc: (0.0, 2.0)}
+            OpKind.Erf: (-1.0, 1.0), OpKind.Sigmoid: (0.0, 1.0), OpKind.Erfc: (0.0, 2.0),
+            OpKind.Sign: (-1.0, 1.0), OpKind.Atan2: (-3.1416, 3.1416)}
+# monotone increasing on the whole line: the bound of the ends
+_RISING = {OpKind.Expm1: math.expm1}
 
 
 def _mul(a: tuple, b: tuple) -> tuple:
@@ -52,6 +56,21 @@ def _exp(x: float) -> float:
         return math.exp(x)
     except OverflowError:
         return INF
+
+
+def _inverse(b: tuple) -> tuple:
+    """1 / x over b where b excludes 0 (else ANY: the quotient may be infinite)."""
+    lo, hi = b
+    if lo > 0 or hi < 0:
+        return (1.0 / hi, 1.0 / lo)
+    return ANY
+
+
+def _rising(f, lo: float, hi: float) -> tuple:
+    try:
+        return (f(lo) if lo > -INF else -INF, f(hi) if hi < INF else INF)
+    except OverflowError:
+        return ANY
 
 
 def _unary(op: OpKind, a: tuple) -> tuple:
@@ -76,7 +95,87 @@ def _unary(op: OpKind, a: tuple) -> tuple:
         return (-0.3, max(hi, 0.0))
     if op is OpKind.Log1p and lo >= -0.5:     # away from -1, which float32 may round to
         return (math.log1p(lo), math.log1p(hi) if hi < INF else INF)
+    if op is OpKind.Log and lo > 0:
+        return (math.log(lo), math.log(hi) if hi < INF else INF)
+    if op is OpKind.Sqrt:                     # negative x gives NaN, which bounds do not hold
+        return (math.sqrt(max(lo, 0.0)), math.sqrt(hi) if hi < INF else INF) if hi >= 0 else ANY
+    if op is OpKind.Rsqrt and lo > 0:
+        return (1.0 / math.sqrt(hi) if hi < INF else 0.0, 1.0 / math.sqrt(lo))
+    if op is OpKind.Reciprocal:
+        return _inverse(a)
+    if op is OpKind.Gelu:                     # x Phi(x) >= -0.17 everywhere
+        return (-0.2, max(hi, 0.0))
+    if op in (OpKind.Floor, OpKind.Ceil, OpKind.Trunc, OpKind.Rint):
+        return (lo - 1.0, hi + 1.0)
+    if op in _RISING:
+        return _rising(_RISING[op], lo, hi)
     return ANY
+
+
+def _numbers(code) -> list:
+    """Per SSA value, the first value computing the same thing (the same load, constant,
+    or operator on the same values): a region may hold one expression twice."""
+    first: dict = {}
+    num: list = []
+    for i, ins in enumerate(code):
+        if ins[0] == "op":
+            _, op, a, b, attrs, args = ins
+            key = ("op", op, str(a), str(b), repr(sorted(attrs.items())), tuple(num[j] for j in args))
+        else:
+            key = (ins[0], repr(ins[1:]))
+        num.append(first.setdefault(key, i))
+    return num
+
+
+class _Code:
+    """A region's code with its value numbers: `args` compares arguments by value."""
+
+    def __init__(self, code):
+        self.code, self.num = code, _numbers(code)
+
+    def __getitem__(self, i):
+        return self.code[i]
+
+    def args(self, i: int, *ops) -> tuple | None:
+        """The value numbers of SSA value i's arguments where it is one of ops, else None."""
+        ins = self.code[i]
+        return tuple(self.num[j] for j in ins[5]) if ins[0] == "op" and ins[1] in ops else None
+
+
+def _mul_same(code, args, xs) -> tuple | None:
+    """x * x, and x * tanh(x) or x * erf(x) (both >= 0 and at most |x|): intervals alone
+    lose that the factors are one value."""
+    a, b = (code.num[j] for j in args)
+    lo, hi = xs[0]
+    if a == b:
+        return (min(lo * lo, hi * hi), max(lo * lo, hi * hi)) if lo >= 0 or hi <= 0 else (0.0, max(lo * lo, hi * hi))
+    for x, y, bx in ((a, args[1], xs[0]), (b, args[0], xs[1])):
+        if code.args(y, OpKind.Tanh, OpKind.Erf) == (x,):
+            return (0.0, max(abs(bx[0]), abs(bx[1])))
+    return None
+
+
+def _div_shape(code, args, xs) -> tuple | None:
+    """x / (|x| + c) for c > 0 (softsign) lies in [-1, 1]; x / (1 + exp(-x)) (silu
+    written out) is at least -0.2785."""
+    x, d = code.num[args[0]], args[1]
+    add = code[d][5] if code.args(d, OpKind.Add) is not None else None
+    if add is None:
+        return None
+    for p, q in (add, add[::-1]):
+        c = code[q]
+        if c[0] != "const" or not dt.is_float(c[1]) or not float(np.asarray(c[2], dtype=c[1])) > 0:
+            continue
+        if code.args(p, OpKind.Abs) == (x,):
+            return (-1.0, 1.0)
+        e = code.args(p, OpKind.Exp)
+        if float(np.asarray(c[2], dtype=c[1])) == 1.0 and e is not None and code.args(e[0], OpKind.Neg) == (x,):
+            return (-0.3, max(xs[0][1], 0.0))
+    return None
+
+
+def _meet(a: tuple, b: tuple | None) -> tuple:
+    return a if b is None else (max(a[0], b[0]), min(a[1], b[1]))
 
 
 def _clip(r: tuple) -> tuple:
@@ -88,6 +187,7 @@ def bounds(reg) -> list:
     """Per SSA value of reg (`regions.Region`), an interval holding its non-NaN values
     (ANY where nothing is known or the value is not a float)."""
     out: list = []
+    code = _Code(reg.code)
     for i, ins in enumerate(reg.code):
         if ins[0] == "const":
             # the value as the kernel holds it (rounded to its dtype, as `literal` writes it)
@@ -97,18 +197,34 @@ def bounds(reg) -> list:
         if ins[0] != "op" or not dt.is_float(reg.types[i]):
             out.append(ANY)
             continue
-        _, op, in_dt, _, _, args = ins
+        _, op, in_dt, out_dt, _, args = ins
         xs = [out[a] for a in args]
         if op is OpKind.Add:
             r = (xs[0][0] + xs[1][0], xs[0][1] + xs[1][1])
         elif op is OpKind.Sub:
             r = (xs[0][0] - xs[1][1], xs[0][1] - xs[1][0])
         elif op is OpKind.Mul:
-            r = _mul(xs[0], xs[1])
+            r = _meet(_mul(xs[0], xs[1]), _mul_same(code, args, xs))
         elif op is OpKind.Maximum:
             r = (max(xs[0][0], xs[1][0]), max(xs[0][1], xs[1][1]))
         elif op is OpKind.Minimum:
             r = (min(xs[0][0], xs[1][0]), min(xs[0][1], xs[1][1]))
+        elif op is OpKind.Div:
+            r = _meet(_mul(xs[0], _inverse(xs[1])), _div_shape(code, args, xs))
+        elif op is OpKind.Where:                 # either branch's value
+            r = (min(xs[1][0], xs[2][0]), max(xs[1][1], xs[2][1]))
+        elif op is OpKind.IntegerPow and ins[4]["exponent"] >= 0:
+            r = (1.0, 1.0)
+            for _ in range(min(ins[4]["exponent"], 64)):
+                r = _mul(r, xs[0])
+            if ins[4]["exponent"] > 64:
+                r = ANY
+        elif op is OpKind.Atan2:
+            r = _BOUNDED[op]
+        elif op is OpKind.Cast:               # float to float: rounded, so a little wider
+            w = 2.0 ** -7 if dt.is_low(out_dt) else 2.0 ** -20
+            lo, hi = xs[0]
+            r = (lo - abs(lo) * w, hi + abs(hi) * w) if dt.is_float(in_dt) else ANY
         elif len(xs) == 1 and dt.is_float(in_dt):
             r = _unary(op, xs[0])
         else:
