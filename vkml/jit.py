@@ -65,7 +65,9 @@ def _is_donated(a) -> bool:
 class Lowering:
     """What `jitted.lower(*args)` reports about a compiled signature: ops after
     simplification, kernels after fusion, dispatches after CPU devices merged
-    independent kernels (`vulkan.merge`), barriers, planned peak bytes.
+    independent kernels (`vulkan.merge`), barriers, planned peak bytes. Of the program
+    as it runs once its merged kernels are built (a first call may run their parts:
+    `merge.tiers`); `lower` waits for that build.
 
     >>> import vkml, vkml.numpy as vnp
     >>> lo = vkml.jit(lambda x: (vnp.exp(x).sum(), vnp.tanh(x) * 2.0)).lower(vnp.ones(8))
@@ -74,6 +76,7 @@ class Lowering:
     """
 
     def __init__(self, c: Compiled):
+        c.finish()               # the program as later calls run it (its merged kernels built)
         self.graph = c.exec_graph
         self.op_count = c.exec_graph.op_count()
         self.kernel_count = c.lowered.kernel_count

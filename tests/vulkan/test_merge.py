@@ -138,6 +138,53 @@ def test_a_deep_step_compiles_no_large_merged_kernel_it_runs_once():
         assert seen and min(seen.values()) >= 2, sorted(seen.values())
 
 
+def test_a_new_merged_kernel_waits_for_a_second_call_and_its_build():
+    """A large merged kernel whose parts are compiled already is new code (about a second
+    of LLVM on lavapipe): the first call runs its parts, a second call builds it in the
+    background, and a later call runs it. Every call gives the same bits."""
+    a, b, c, d = _f32(64, 96), _f32(96, 80), _f32(64, 96), _f32(96, 80)
+
+    def fn(a, b, c, d):
+        return a @ b, (c @ d) * 2.0
+    with merge.disabled():
+        vkml.jit(fn)(a, b, c, d)                          # the parts' kernels
+    f = vkml.jit(fn)
+    outs = [f(a, b, c, d)]
+    comp = f._entry((a, b, c, d))[0][0]
+    first = [dd.kernel.name for dd in comp.lowered.dispatches]
+    if not CPU:                                           # a GPU merges nothing
+        assert comp.lowered.final is None
+        return
+    assert comp.lowered.final is not None and not any("+" in n for n in first), first
+    outs.append(f(a, b, c, d))                            # starts the build
+    assert comp.final is not None
+    comp.finish()
+    assert comp.lowered.final is None
+    final = [dd.kernel.name for dd in comp.lowered.dispatches]
+    assert len(final) < len(first) and any(n.count("MatMul") == 2 for n in final), final
+    outs.append(f(a, b, c, d))
+    for o in outs[1:]:
+        _same_bits(o, outs[0])
+    np.testing.assert_allclose(np.asarray(outs[0][1]), 2.0 * (np.asarray(c, np.float64) @ np.asarray(d, np.float64)),
+                               rtol=1e-5, atol=1e-5)
+    assert f.lower(a, b, c, d).dispatch_count == len(final)
+
+
+def test_a_program_called_once_builds_no_deferred_kernel():
+    """Only a program called again builds its merged kernels: a one-off call leaves them."""
+    a, b, c, d = _f32(64, 96), _f32(96, 80), _f32(64, 96), _f32(96, 80)
+
+    def fn(a, b, c, d):
+        return a @ b + 1.0, (c @ d) * 3.0
+    with merge.disabled():
+        vkml.jit(fn)(a, b, c, d)
+    f = vkml.jit(fn)
+    f(a, b, c, d)
+    comp = f._entry((a, b, c, d))[0][0]
+    assert comp.final is None
+    assert (comp.lowered.final is not None) == CPU
+
+
 @pytest.mark.parametrize("n", [3, 40, 1000])
 def test_mixed_workgroup_sizes_and_operand_kinds(n):
     """A matmul (subgroup workgroups), column and row sums (workgroups of 64, split), an

@@ -6,7 +6,9 @@ buffers and the buffers it gets back into arrays (`vkml.array.run_compiled`).
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
 from ..trace import dtypes as dt
@@ -14,7 +16,7 @@ from ..trace.graph import Graph
 from ..trace.ops import OpKind
 from . import runtime
 from .dispatch import arm, raise_checks
-from .executor import Placeholder, lower_graph, rebind
+from .executor import Placeholder, build_dispatches, lower_graph, rebind
 from .memory import SMALL, Buffer
 from .recording import Recording
 from .transfer import CopyCommands
@@ -26,6 +28,19 @@ RECORDINGS_KEPT = 4      # bindings (recordings) kept per compiled program
 # less than copying large results costs the device, and an asynchronous call overlaps it with
 # the device's work on the previous call
 REBIND_DISPATCHES = 4
+
+
+_background: list = []          # the one thread that builds programs' final kernels
+_background_lock = threading.Lock()
+
+
+def _later(fn, *args) -> Future:
+    """fn(*args) on a background thread (one for the process: it waits on the kernel
+    build pool anyway). Its work is joined at exit, as every ThreadPoolExecutor's is."""
+    with _background_lock:
+        if not _background:
+            _background.append(ThreadPoolExecutor(1, thread_name_prefix="vkml-final"))
+        return _background[0].submit(fn, *args)
 
 
 def _split_copies(pairs) -> tuple[list, list]:
@@ -82,7 +97,8 @@ class Compiled:
             rt.allocator._check(nbytes, what)
             out_ph.append(Placeholder(nbytes))
             return out_ph[-1]
-        self.lowered = lower_graph(rt, graph, self.in_ph, output_alloc=output)
+        self.lowered = lower_graph(rt, graph, self.in_ph, output_alloc=output, later=True)
+        self.final: Future | None = None             # the build of `lowered.final`
         self.input_pos = {n.id: i for i, n in enumerate(graph.inputs)}
         self.passthrough = {self.input_pos[o.id] for o in graph.outputs if o.id in self.input_pos}
         self.slots: dict[int, object] = {}          # id(placeholder) -> Buffer, made on first use
@@ -165,9 +181,39 @@ class Compiled:
         with self.rt.dev.lock:
             return self._run(bufs, donated)
 
+    def _tier_up(self) -> None:
+        """A program called again builds its final kernels in the background (`merge.tiers`)
+        and runs them once they are built; until then, and if they fail to build, its
+        first dispatches."""
+        if self.final is None:
+            if self.calls:
+                self.final = _later(build_dispatches, self.rt, self.lowered.final)
+            return
+        if not self.final.done():
+            return
+        try:
+            ds = self.final.result()
+        except Exception:        # noqa: BLE001 - the first dispatches compute the same
+            ds = None
+        self.lowered.final = None
+        if ds is not None:
+            self.lowered.dispatches = ds
+            self.recordings.clear()
+            self.base = None
+
+    def finish(self) -> None:
+        """Wait for the final kernels' build, if one runs, and take them (tests)."""
+        if self.lowered.final is not None:
+            if self.final is None:
+                self.final = _later(build_dispatches, self.rt, self.lowered.final)
+            self.final.exception()
+            self._tier_up()
+
     def _run(self, bufs, donated) -> list:
         self._taken.clear()
         rt = self.rt
+        if self.lowered.final is not None:
+            self._tier_up()
         direct = self.direct
         self.calls += 1
         binding, key, copies = {}, [rt.allocator.epoch], []

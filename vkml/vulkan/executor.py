@@ -240,6 +240,8 @@ class Lowered:
         self.checks: list[Check] = checks or []     # device checks, read after each run
         # kernels after fusion, before `merge` ran independent ones as one dispatch
         self.kernel_count = len(dispatches) if kernel_count is None else kernel_count
+        # the program with its large new merged kernels, not yet built (`merge.tiers`)
+        self.final: list | None = None
 
 
 def _lower_group(g, views: dict, out: View, ctx: LowerCtx) -> None:
@@ -304,10 +306,13 @@ def rebind(dispatches: list, binding: dict) -> list:
     return out
 
 
-def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -> Lowered:
+def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None,
+                later: bool = False) -> Lowered:
     """Plan the graph's kernel schedule, allocate its arena and output buffers, lower
     every group of the schedule to dispatches. output_alloc(nbytes, what) replaces the
-    allocator for the outputs (jit lowers against Placeholders)."""
+    allocator for the outputs (jit lowers against Placeholders). later: the program will
+    be called again, so its large new merged kernels may wait (`merge.tiers`: the
+    Lowered's `final`)."""
     if len(inputs) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(inputs)}")
     # 16-bit floats: every family but the elementwise one computes them in float32
@@ -384,14 +389,21 @@ def lower_graph(rt, graph: Graph, inputs: Sequence[Buffer], output_alloc=None) -
         dispatches.extend(ctx.dispatches)
     outs = [results[o.id] if o.id in results else held[o.id] for o in graph.outputs]
     n_kernels = len(dispatches)
-    dispatches = merge.merge(rt, dispatches)
+    dispatches, final = merge.tiers(rt, dispatches, later=later)
+    low = Lowered(p, build_dispatches(rt, dispatches), outs, arena, list(held.values()), n_kernels, checks)
+    low.final = final
+    return low
+
+
+def build_dispatches(rt, dispatches: list) -> list:
+    """dispatches with every kernel compiled (those not yet compiled together, on every
+    core: `KernelCache.build_all`)."""
     kernels = [d for d in dispatches if not isinstance(d, Loop)]
     hints = ([precompile.texel_hint(d, TEXEL_BYTES) if d.kernel.texels else () for d in kernels]
              if precompile.wanted(rt.dev) else ())
     built = dict(zip(map(id, kernels), rt.kernels.build_all([d.kernel for d in kernels], hints)))
-    dispatches = [d if isinstance(d, Loop) or d.kernel is built[id(d)] else
-                  replace(d, kernel=built[id(d)]) for d in dispatches]
-    return Lowered(p, dispatches, outs, arena, list(held.values()), n_kernels, checks)
+    return [d if isinstance(d, Loop) or d.kernel is built[id(d)] else
+            replace(d, kernel=built[id(d)]) for d in dispatches]
 
 
 class Executor:

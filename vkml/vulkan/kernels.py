@@ -378,6 +378,10 @@ class KernelCache:
         self._by_program[id(program)] = (program, hoist, k)
         return k
 
+    def has(self, program: Program) -> bool:
+        """Whether program's kernel is compiled already (in this process)."""
+        return program.key(self.dev.profile.hoist_meta) in self._kernels
+
     def build(self, k: Kernel) -> Kernel:
         """k compiled (k itself if it is)."""
         return k if k.built else self.get(k.program)

@@ -48,6 +48,10 @@ never merged, a merged kernel's parts add up to at most half the limit, and a dy
 kernel's workgroups take at most as many units as fit that half (each worker thread then
 gets enough workgroups to take every unit, so the balance between workers stays dynamic).
 
+First calls (`tiers`): a compiled program runs a large new merged kernel's parts until
+the merged kernel is built, which starts in the background when the program is called a
+second time; a program called once never pays for it.
+
 Only dispatches touching at most MAX_BYTES each are merged: a long kernel does not
 notice the cost of a dispatch, and keeping it alone keeps its own meta reads where they were.
 """
@@ -67,6 +71,7 @@ TINY = 64 << 10         # ... and where all touch at most this, one workgroup ma
 COMPILE_RATIO = 3        # a merged kernel's first compile over its parts', at most
 SMALL_SOURCE = 100_000   # GLSL characters below which a merged kernel is always cheap
 SPLIT_AMONG = 100        # dispatches past which a large merged kernel run once stays its parts
+DEFER_SOURCE = 20_000    # GLSL characters past which a new merged kernel may wait (`tiers`)
 WINDOW = 8            # runs a mergeable dispatch may move back across (`_runs`)
 SLOTS = 256             # counters one program's dynamic dispatches may use
 _off = [0]              # `disabled` depth
@@ -283,10 +288,26 @@ def merge(rt, dispatches: list) -> list:
     made dynamic (the order of the runs, and so every barrier, stays). A merged kernel of
     more than SMALL_SOURCE characters that a long program would run only once stays
     its parts (`_split`)."""
+    return tiers(rt, dispatches, later=False)[0]
+
+
+def tiers(rt, dispatches: list, later: bool = True) -> tuple[list, list | None]:
+    """(first, final): `merge`'s dispatches, and where later (a program that will be
+    called again) and some merged kernels are large and not compiled yet, first is the
+    same with those kernels run as their parts and final the merged program (its new
+    kernels not yet built), else None.
+
+    A merged kernel is new code: lavapipe compiles a large one for about a second (a deep
+    training step's first call spent most of its time on three of them), while its parts
+    are kernels the program compiles anyway or already has. So a compiled program first
+    runs the parts, and takes the merged kernels once they are built (`compiled.Compiled`
+    builds them in the background once the program is called again); both give the same
+    bits, and the memory plan is the same (merging never moves a dispatch across a
+    conflicting range)."""
     dev, prof = rt.dev, rt.dev.profile
     workers = max(prof.workers, 1)
     if not active(prof) or not dispatches:
-        return dispatches
+        return dispatches, None
     limit = head_budget(prof)
     runs = _runs(dispatches, limit)
     planned, slots = [], 0
@@ -317,6 +338,50 @@ def merge(rt, dispatches: list) -> list:
             keep.append((s, G, turns, dyn, prog))
         planned.append(keep)
     split = _split(planned, len(dispatches))
+    fresh = _fresh(rt, planned, split) if later else set()
+    final = _emit(rt, planned, split) if fresh else None
+    return _emit(rt, planned, split | fresh), final
+
+
+def _fresh(rt, planned: list, split: set) -> set:
+    """ids of the planned merged kernels (not already split) to run as their parts until
+    they are built: those of more than DEFER_SOURCE characters, not compiled yet, whose
+    parts not otherwise in the program (nor compiled) are less than half as long, the
+    largest first (compile time taken as growing with source length: the first call then
+    compiles at most half as much for it)."""
+    hoist = rt.dev.profile.hoist_meta
+
+    def key(prog):
+        return prog.key(hoist)
+    merged_, need = [], set()
+    for keep in planned:
+        for e in keep:
+            if isinstance(e, Loop):
+                continue
+            if not isinstance(e, tuple):
+                need.add(key(e.kernel.program))
+            elif len(e[0]) > 1 and id(e) not in split and len(e[4].render()) > DEFER_SOURCE \
+                    and not rt.kernels.has(e[4]):
+                merged_.append(e)
+            elif id(e) in split:
+                need.update(key(p.program) for p in e[0])
+            else:
+                need.add(key(e[4]))
+    out = set()
+    for e in sorted(merged_, key=lambda e: -len(e[4].render())):
+        new = {key(p.program): len(p.program.render()) for p in e[0]
+               if key(p.program) not in need and not rt.kernels.has(p.program)}
+        if 2 * sum(new.values()) < len(e[4].render()):
+            out.add(id(e))
+            need.update(key(p.program) for p in e[0])
+        else:
+            need.add(key(e[4]))
+    return out
+
+
+def _emit(rt, planned: list, split: set) -> list:
+    """The dispatches of planned runs, the merged kernels in split as their parts."""
+    workers = max(rt.dev.profile.workers, 1)
     out, slot = [], 0
     for keep in planned:
         for e in keep:
