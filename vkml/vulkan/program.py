@@ -343,9 +343,13 @@ class Program:
         return src
 
     def key(self, hoist: int = 0) -> str:
-        """What identifies the compiled kernel: the source and the binding kinds."""
-        return hashlib.sha256((self.render(hoist) + repr((self.texels, self.spec, self.local_size))).encode()
-                              ).hexdigest()
+        """What identifies the compiled kernel: the source and the binding kinds (kept with
+        the rendered source: a program is not changed once rendered)."""
+        k = self._source.get(("key", hoist))
+        if k is None:
+            k = self._source[("key", hoist)] = hashlib.sha256(
+                (self.render(hoist) + repr((self.texels, self.spec, self.local_size))).encode()).hexdigest()
+        return k
 
     def _part(self, base: int, hoist_all: bool) -> list[str]:
         """Declarations, helpers and main() of this program, meta read at base + offset:

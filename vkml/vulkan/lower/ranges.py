@@ -120,7 +120,7 @@ def _numbers(code) -> list:
     for i, ins in enumerate(code):
         if ins[0] == "op":
             _, op, a, b, attrs, args = ins
-            key = ("op", op, str(a), str(b), repr(sorted(attrs.items())), tuple(num[j] for j in args))
+            key = ("op", op, a, b, repr(sorted(attrs.items())) if attrs else "", tuple(num[j] for j in args))
         else:
             key = (ins[0], repr(ins[1:]))
         num.append(first.setdefault(key, i))
@@ -128,48 +128,63 @@ def _numbers(code) -> list:
 
 
 class _Code:
-    """A region's code with its value numbers: `args` compares arguments by value."""
+    """A region's code with its value numbers (made when first needed): `same` and
+    `args` compare values, not SSA indices."""
 
     def __init__(self, code):
-        self.code, self.num = code, _numbers(code)
+        self.code, self._num = code, None
 
     def __getitem__(self, i):
         return self.code[i]
 
-    def args(self, i: int, *ops) -> tuple | None:
-        """The value numbers of SSA value i's arguments where it is one of ops, else None."""
+    def same(self, i: int, j: int) -> bool:
+        """Whether SSA values i and j compute the same thing."""
+        if i == j:
+            return True
+        a, b = self.code[i], self.code[j]
+        if a[0] != b[0] or (a[0] == "op" and a[1:4] != b[1:4]):
+            return False             # not even the same kind of instruction
+        if self._num is None:
+            self._num = _numbers(self.code)
+        return self._num[i] == self._num[j]
+
+    def of(self, i: int, *ops) -> tuple | None:
+        """SSA value i's arguments where it is one of ops, else None."""
         ins = self.code[i]
-        return tuple(self.num[j] for j in ins[5]) if ins[0] == "op" and ins[1] in ops else None
+        return ins[5] if ins[0] == "op" and ins[1] in ops else None
 
 
-def _mul_same(code, args, xs) -> tuple | None:
+def _mul_same(code: _Code, args, xs) -> tuple | None:
     """x * x, and x * tanh(x) or x * erf(x) (both >= 0 and at most |x|): intervals alone
     lose that the factors are one value."""
-    a, b = (code.num[j] for j in args)
-    lo, hi = xs[0]
-    if a == b:
+    i, j = args
+    if code.same(i, j):
+        lo, hi = xs[0]
         return (min(lo * lo, hi * hi), max(lo * lo, hi * hi)) if lo >= 0 or hi <= 0 else (0.0, max(lo * lo, hi * hi))
-    for x, y, bx in ((a, args[1], xs[0]), (b, args[0], xs[1])):
-        if code.args(y, OpKind.Tanh, OpKind.Erf) == (x,):
+    for x, y, bx in ((i, j, xs[0]), (j, i, xs[1])):
+        t = code.of(y, OpKind.Tanh, OpKind.Erf)
+        if t is not None and code.same(t[0], x):
             return (0.0, max(abs(bx[0]), abs(bx[1])))
     return None
 
 
-def _div_shape(code, args, xs) -> tuple | None:
+def _div_shape(code: _Code, args, xs) -> tuple | None:
     """x / (|x| + c) for c > 0 (softsign) lies in [-1, 1]; x / (1 + exp(-x)) (silu
     written out) is at least -0.2785."""
-    x, d = code.num[args[0]], args[1]
-    add = code[d][5] if code.args(d, OpKind.Add) is not None else None
+    x, d = args
+    add = code.of(d, OpKind.Add)
     if add is None:
         return None
     for p, q in (add, add[::-1]):
         c = code[q]
         if c[0] != "const" or not dt.is_float(c[1]) or not float(np.asarray(c[2], dtype=c[1])) > 0:
             continue
-        if code.args(p, OpKind.Abs) == (x,):
+        a = code.of(p, OpKind.Abs)
+        if a is not None and code.same(a[0], x):
             return (-1.0, 1.0)
-        e = code.args(p, OpKind.Exp)
-        if float(np.asarray(c[2], dtype=c[1])) == 1.0 and e is not None and code.args(e[0], OpKind.Neg) == (x,):
+        e = code.of(p, OpKind.Exp)
+        n = code.of(e[0], OpKind.Neg) if e is not None else None
+        if float(np.asarray(c[2], dtype=c[1])) == 1.0 and n is not None and code.same(n[0], x):
             return (-0.3, max(xs[0][1], 0.0))
     return None
 
