@@ -190,6 +190,12 @@ def recomputes_broadcasts(shape, profile) -> bool:
     return bool(profile.recompute_small) and n <= profile.recompute_small
 
 
+def _weight(n: Node) -> int:
+    """n's `op_weight` (n computed inside a region)."""
+    in_dt = n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype if n.inputs else n.dtype
+    return op_weight(n.op, np.dtype(in_dt), n.dtype, n.attrs.get("approximate"), n.attrs.get("exponent"))
+
+
 def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) -> Region:
     """The SSA of root's region; inside(n) says whether n is computed in it (else n is
     read from memory). Raises Split(n) when n has to be materialised first. profile:
@@ -203,6 +209,7 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) 
     memo: dict[tuple, int] = {}
     leaf_idx: dict[int, int] = {}
     stack: list[Node] = []
+    down: list[int] = []          # the weight of the stack's operators, root to each
     entry: list[int] = []         # reg.weight when each stack node was entered
     entry_leaves: list[int] = []  # and len(reg.leaves)
     finished: dict[int, tuple] = {}   # computed node id -> (inputs its subtree added, node)
@@ -267,6 +274,13 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) 
                 raise Split(n)       # broadcast: compute it once, read it many times
             if len(stack) >= MAX_DEPTH or len(reg.code) >= MAX_CODE:
                 raise Split(n)
+        # the operators on the current path all go into the region: once they alone pass
+        # the budget, cut here, before walking n's subtree (a long chain is then walked
+        # about twice per region, not once per failed try below)
+        w_in = _weight(n) if n.op not in MOVES and n.op is not OpKind.Sum else 0
+        if n is not root and w_in and down[-1] + w_in > budget:
+            raise Split(n)
+        down.append((down[-1] if down else 0) + w_in)
         stack.append(n)
         entry.append(reg.weight)
         entry_leaves.append(len(reg.leaves))
@@ -303,6 +317,7 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) 
             reg.n_ops += 1
             reg.weight += w
         stack.pop()
+        down.pop()
         entry.pop()
         added = len(reg.leaves) - entry_leaves.pop()
         if n is not root and n.op not in MOVES and added > finished.get(n.id, (0,))[0]:
