@@ -30,12 +30,13 @@ def _both(fn, *args):
     """(merged outputs, separate outputs, merged Lowering, separate Lowering), each from a
     jit of its own (kernels are cached by body, so the two never share a merged one)."""
     jm = vkml.jit(fn)
+    lo_m = jm.lower(*args)       # its merged kernels built (a first call may run their parts)
     got = jm(*args)
     with merge.disabled():
         js = vkml.jit(fn)
         want = js(*args)
         lo_s = js.lower(*args)
-    return got, want, jm.lower(*args), lo_s
+    return got, want, lo_m, lo_s
 
 
 def _same_bits(got, want):
@@ -168,6 +169,36 @@ def test_a_new_merged_kernel_waits_for_a_second_call_and_its_build():
     np.testing.assert_allclose(np.asarray(outs[0][1]), 2.0 * (np.asarray(c, np.float64) @ np.asarray(d, np.float64)),
                                rtol=1e-5, atol=1e-5)
     assert f.lower(a, b, c, d).dispatch_count == len(final)
+
+
+def test_a_merged_kernel_that_fails_to_build_leaves_its_parts_running(monkeypatch):
+    """A background build that fails: `lower` (through `finish`) raises its error, and the
+    next call warns once and keeps running the parts, with the same bits."""
+    from vkml.vulkan import compiled
+    a, b, c, d = _f32(64, 96), _f32(96, 80), _f32(64, 96), _f32(96, 80)
+
+    def fn(a, b, c, d):
+        return a @ b - 1.0, (c @ d) * 4.0
+    with merge.disabled():
+        want = vkml.jit(fn)(a, b, c, d)
+
+    def broken(rt, dispatches):
+        raise RuntimeError("this merged kernel does not build")
+    monkeypatch.setattr(compiled, "build_dispatches", broken)
+    f = vkml.jit(fn)
+    _same_bits(f(a, b, c, d), want)
+    comp = f._entry((a, b, c, d))[0][0]
+    if not CPU:
+        assert comp.lowered.final is None
+        return
+    parts = len(comp.lowered.dispatches)
+    _same_bits(f(a, b, c, d), want)                       # starts the build
+    with pytest.raises(RuntimeError, match="does not build"):
+        comp.finish()
+    with pytest.warns(RuntimeWarning, match="did not build"):
+        _same_bits(f(a, b, c, d), want)
+    assert comp.lowered.final is None and len(comp.lowered.dispatches) == parts
+    _same_bits(f(a, b, c, d), want)
 
 
 def test_a_program_called_once_builds_no_deferred_kernel():

@@ -116,3 +116,38 @@ def test_a_constant_is_bounded_as_the_kernel_holds_it():
     # 4000.0001 is 4000.0 in float32: the bound (and so the kernel) follows the float32 value
     lo, hi = ranges.bounds(_region(lambda m, x: m.tanh(x) * 4000.0001))[-1]
     assert hi == 4000.0 and lo == -4000.0
+
+
+# values the float64 bound holds finite or nonzero that float32 or float16 does not: the
+# escaped infinity passes a maximum, which hands sin the other, huge operand
+ESCAPES = {
+    "exp underflow": lambda v: vnp.maximum(vnp.log(vnp.exp(vnp.tanh(v) * 2.0 - 106.0)), vnp.tanh(v) * 3e7 - 6e7),
+    "float16 overflow": lambda v: vnp.maximum((vnp.tanh(v) * 1e5).astype(vnp.float16).astype(vnp.float32) * 1e-5,
+                                              vnp.tanh(v) * 3e7 - 6e7),
+    "division by an underflow": lambda v: vnp.maximum(1e-20 / vnp.exp(vnp.tanh(v) * 2.5 - 102.5) * -1e-24,
+                                                      vnp.tanh(v) * 3e7 - 6e7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+def test_underflow_and_float16_overflow_do_not_prove_a_bound(name):
+    arg = ESCAPES[name]
+    x = vnp.asarray(np.linspace(-1, 1, 8, dtype=np.float32))
+    fused = vkml.jit(lambda v: vnp.sin(arg(v)))
+    got = np.asarray(fused(x))
+    a = np.asarray(vkml.jit(arg)(x))
+    np.testing.assert_array_equal(got, np.asarray(vkml.jit(vnp.sin)(vnp.asarray(a))))
+    np.testing.assert_allclose(got, np.sin(a.astype(np.float64)), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("e", [0.5, 1.5, 3])
+def test_integer_pow_of_any_exponent_is_bounded_or_left_alone(e):
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    f = vkml.jit(lambda v: vnp.cos(vnp.abs(vnp.tanh(v) * 2.0) ** e) + vnp.sin(v ** e))
+    got = np.asarray(f(vnp.asarray(x)))
+    with np.errstate(invalid="ignore"):
+        xd = x.astype(np.float64)
+        want = np.cos(np.abs(np.tanh(xd) * 2.0) ** e) + np.sin(xd ** e)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)     # x^e rounded in float32: 27 * 2^-24
+    lo, hi = ranges.bounds(_region(lambda m, v: m.abs(m.tanh(v) * 2.0) ** e))[-1]
+    assert 0.0 <= lo and hi <= 2.0 ** e, (lo, hi)

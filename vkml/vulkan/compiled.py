@@ -7,6 +7,7 @@ buffers and the buffers it gets back into arrays (`vkml.array.run_compiled`).
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
@@ -191,23 +192,31 @@ class Compiled:
             return
         if not self.final.done():
             return
-        try:
-            ds = self.final.result()
-        except Exception:        # noqa: BLE001 - the first dispatches compute the same
-            ds = None
         self.lowered.final = None
-        if ds is not None:
-            self.lowered.dispatches = ds
-            self.recordings.clear()
-            self.base = None
+        error = self.final.exception()
+        if error is not None:    # the first dispatches compute the same: keep them
+            warnings.warn(f"vkml: the merged kernels of a compiled program did not build "
+                          f"({type(error).__name__}: {error}); it keeps running their parts",
+                          RuntimeWarning, stacklevel=4)
+            return
+        self.lowered.dispatches = self.final.result()
+        self.recordings.clear()
+        self.base = None
 
     def finish(self) -> None:
-        """Wait for the final kernels' build, if one runs, and take them (tests)."""
-        if self.lowered.final is not None:
+        """Wait for the final kernels' build (starting it if need be) and take them; raise
+        its error, if it failed (`Jitted.lower` reports the program later calls run)."""
+        if self.lowered.final is None:
+            return
+        with self.rt.dev.lock:
             if self.final is None:
                 self.final = _later(build_dispatches, self.rt, self.lowered.final)
-            self.final.exception()
-            self._tier_up()
+        error = self.final.exception()          # waited for outside the lock
+        if error is not None:
+            raise error
+        with self.rt.dev.lock:
+            if self.lowered.final is not None:
+                self._tier_up()
 
     def _run(self, bufs, donated) -> list:
         self._taken.clear()

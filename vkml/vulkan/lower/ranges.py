@@ -38,6 +38,9 @@ SMALL_ARG = 4000.0      # |x| below this takes sin/cos's Cody-Waite path with ro
 # endpoints past this count as infinite: float32 overflows at 3.4e38, and values near it
 # may round past it where float64 stays finite (exp(88.7) * 1e-37 is inf in float32)
 HUGE = 2.0 ** 100
+# ... and nonzero endpoints nearer 0 than this count as 0: float32 underflows (or flushes
+# to zero) below 2^-126, where the float64 bound stays positive (exp(-105) is 0)
+TINY = 2.0 ** -100
 
 _BOUNDED = {OpKind.Sin: (-1.0, 1.0), OpKind.Cos: (-1.0, 1.0), OpKind.Tanh: (-1.0, 1.0),
             OpKind.Erf: (-1.0, 1.0), OpKind.Sigmoid: (0.0, 1.0), OpKind.Erfc: (0.0, 2.0),
@@ -189,13 +192,36 @@ def _div_shape(code: _Code, args, xs) -> tuple | None:
     return None
 
 
+def _power(a: tuple, e) -> tuple:
+    """x ** e over a for IntegerPow's exponent e: a whole e >= 0 by repeated products; a
+    half-integer one (x^k sqrt|x|) where x >= 0; else ANY."""
+    if isinstance(e, (int, np.integer)) and 0 <= e <= 64:
+        r = (1.0, 1.0)
+        for _ in range(int(e)):
+            r = _mul(r, a)
+        return r
+    lo, hi = a
+    if e > 0 and lo >= 0:
+        try:
+            return (lo ** e, hi ** e if hi < INF else INF)
+        except OverflowError:
+            return (lo ** e, INF)
+    return ANY
+
+
 def _meet(a: tuple, b: tuple | None) -> tuple:
     return a if b is None else (max(a[0], b[0]), min(a[1], b[1]))
 
 
-def _clip(r: tuple) -> tuple:
+def _clip(r: tuple, dtype=None) -> tuple:
+    """r as the dtype can hold it: ends past HUGE (65504 for float16) infinite, and ends
+    nearer 0 than TINY (2^-14 for float16) at 0, where the value may underflow or be
+    flushed to zero (so `_inverse` and log never take it for nonzero)."""
+    huge, tiny = (65504.0, 2.0 ** -14) if dtype is not None and np.dtype(dtype) == np.float16 else (HUGE, TINY)
     lo, hi = r
-    return (-INF if lo < -HUGE else lo, INF if hi > HUGE else hi)
+    lo = -INF if lo <= -huge else 0.0 if 0 < lo < tiny else lo
+    hi = INF if hi >= huge else 0.0 if -tiny < hi < 0 else hi
+    return (lo, hi)
 
 
 def bounds(reg) -> list:
@@ -207,7 +233,7 @@ def bounds(reg) -> list:
         if ins[0] == "const":
             # the value as the kernel holds it (rounded to its dtype, as `literal` writes it)
             v = float(np.asarray(ins[2], dtype=ins[1])) if dt.is_float(ins[1]) else None
-            out.append(_clip((v, v)) if v is not None and math.isfinite(v) else ANY)
+            out.append(_clip((v, v), ins[1]) if v is not None and math.isfinite(v) else ANY)
             continue
         if ins[0] != "op" or not dt.is_float(reg.types[i]):
             out.append(ANY)
@@ -228,12 +254,8 @@ def bounds(reg) -> list:
             r = _meet(_mul(xs[0], _inverse(xs[1])), _div_shape(code, args, xs))
         elif op is OpKind.Where:                 # either branch's value
             r = (min(xs[1][0], xs[2][0]), max(xs[1][1], xs[2][1]))
-        elif op is OpKind.IntegerPow and ins[4]["exponent"] >= 0:
-            r = (1.0, 1.0)
-            for _ in range(min(ins[4]["exponent"], 64)):
-                r = _mul(r, xs[0])
-            if ins[4]["exponent"] > 64:
-                r = ANY
+        elif op is OpKind.IntegerPow:
+            r = _power(xs[0], ins[4]["exponent"])
         elif op is OpKind.Atan2:
             r = _BOUNDED[op]
         elif op is OpKind.Cast:               # float to float: rounded, so a little wider
@@ -244,7 +266,7 @@ def bounds(reg) -> list:
             r = _unary(op, xs[0])
         else:
             r = ANY
-        out.append(ANY if any(math.isnan(v) for v in r) else _clip(r))
+        out.append(ANY if any(math.isnan(v) for v in r) else _clip(r, reg.types[i]))
     return out
 
 
