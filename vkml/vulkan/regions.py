@@ -301,8 +301,7 @@ def build_region(root: Node, inside, budget: int = REGION_BUDGET, profile=None) 
             args = tuple(visit(i, ([("b", n.shape)] if i.shape != n.shape else []) + steps)
                          for i in n.inputs)
             in_dt = n.inputs[-1].dtype if n.op is OpKind.Where else n.inputs[0].dtype
-            w = op_weight(n.op, np.dtype(in_dt), n.dtype, n.attrs.get("approximate"),
-                          n.attrs.get("exponent"))
+            w = w_in                  # `_weight(n)`, taken on the way down
             if reg.weight + w > budget:
                 # split off the largest subtree on the current path that fits the budget,
                 # else cut below this node (its first computed operand)
