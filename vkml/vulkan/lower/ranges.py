@@ -44,9 +44,7 @@ TINY = 2.0 ** -100
 
 _BOUNDED = {OpKind.Sin: (-1.0, 1.0), OpKind.Cos: (-1.0, 1.0), OpKind.Tanh: (-1.0, 1.0),
             OpKind.Erf: (-1.0, 1.0), OpKind.Sigmoid: (0.0, 1.0), OpKind.Erfc: (0.0, 2.0),
-            OpKind.Sign: (-1.0, 1.0), OpKind.Atan2: (-3.1416, 3.1416)}
-# monotone increasing on the whole line: the bound of the ends
-_RISING = {OpKind.Expm1: math.expm1}
+            OpKind.Sign: (-1.0, 1.0)}
 
 
 def _mul(a: tuple, b: tuple) -> tuple:
@@ -69,13 +67,6 @@ def _inverse(b: tuple) -> tuple:
     return ANY
 
 
-def _rising(f, lo: float, hi: float) -> tuple:
-    try:
-        return (f(lo) if lo > -INF else -INF, f(hi) if hi < INF else INF)
-    except OverflowError:
-        return ANY
-
-
 def _unary(op: OpKind, a: tuple) -> tuple:
     lo, hi = a
     if op in _BOUNDED:
@@ -92,8 +83,9 @@ def _unary(op: OpKind, a: tuple) -> tuple:
         return (0.0, max(-lo, hi))
     if op is OpKind.Relu:
         return (max(lo, 0.0), max(hi, 0.0))
-    if op is OpKind.Exp:
-        return (_exp(lo) if lo > -INF else 0.0, _exp(hi))
+    if op in (OpKind.Exp, OpKind.Expm1):
+        e = (_exp(lo) if lo > -INF else 0.0, _exp(hi))
+        return e if op is OpKind.Exp else (e[0] - 1.0, e[1] - 1.0)
     if op is OpKind.Silu:                     # x sigmoid(x) >= -0.2785 everywhere
         return (-0.3, max(hi, 0.0))
     if op is OpKind.Log1p and lo >= -0.5:     # away from -1, which float32 may round to
@@ -110,84 +102,46 @@ def _unary(op: OpKind, a: tuple) -> tuple:
         return (-0.2, max(hi, 0.0))
     if op in (OpKind.Floor, OpKind.Ceil, OpKind.Trunc, OpKind.Rint):
         return (lo - 1.0, hi + 1.0)
-    if op in _RISING:
-        return _rising(_RISING[op], lo, hi)
     return ANY
 
 
-def _numbers(code) -> list:
-    """Per SSA value, the first value computing the same thing (the same load, constant,
-    or operator on the same values): a region may hold one expression twice."""
-    first: dict = {}
-    num: list = []
-    for i, ins in enumerate(code):
-        if ins[0] == "op":
-            _, op, a, b, attrs, args = ins
-            key = ("op", op, a, b, repr(sorted(attrs.items())) if attrs else "", tuple(num[j] for j in args))
-        else:
-            key = (ins[0], repr(ins[1:]))
-        num.append(first.setdefault(key, i))
-    return num
+def _of(code, i: int, *ops) -> tuple | None:
+    """SSA value i's arguments where it is one of ops, else None. One value is one SSA
+    index: a region memoises each node at each layout, and every graph that runs is
+    simplified first (common subexpressions merged)."""
+    ins = code[i]
+    return ins[5] if ins[0] == "op" and ins[1] in ops else None
 
 
-class _Code:
-    """A region's code with its value numbers (made when first needed): `same` and
-    `args` compare values, not SSA indices."""
-
-    def __init__(self, code):
-        self.code, self._num = code, None
-
-    def __getitem__(self, i):
-        return self.code[i]
-
-    def same(self, i: int, j: int) -> bool:
-        """Whether SSA values i and j compute the same thing."""
-        if i == j:
-            return True
-        a, b = self.code[i], self.code[j]
-        if a[0] != b[0] or (a[0] == "op" and a[1:4] != b[1:4]):
-            return False             # not even the same kind of instruction
-        if self._num is None:
-            self._num = _numbers(self.code)
-        return self._num[i] == self._num[j]
-
-    def of(self, i: int, *ops) -> tuple | None:
-        """SSA value i's arguments where it is one of ops, else None."""
-        ins = self.code[i]
-        return ins[5] if ins[0] == "op" and ins[1] in ops else None
-
-
-def _mul_same(code: _Code, args, xs) -> tuple | None:
+def _mul_same(code, args, xs) -> tuple | None:
     """x * x, and x * tanh(x) or x * erf(x) (both >= 0 and at most |x|): intervals alone
     lose that the factors are one value."""
     i, j = args
-    if code.same(i, j):
+    if i == j:
         lo, hi = xs[0]
         return (min(lo * lo, hi * hi), max(lo * lo, hi * hi)) if lo >= 0 or hi <= 0 else (0.0, max(lo * lo, hi * hi))
     for x, y, bx in ((i, j, xs[0]), (j, i, xs[1])):
-        t = code.of(y, OpKind.Tanh, OpKind.Erf)
-        if t is not None and code.same(t[0], x):
+        if _of(code, y, OpKind.Tanh, OpKind.Erf) == (x,):
             return (0.0, max(abs(bx[0]), abs(bx[1])))
     return None
 
 
-def _div_shape(code: _Code, args, xs) -> tuple | None:
+def _div_shape(code, args, xs) -> tuple | None:
     """x / (|x| + c) for c > 0 (softsign) lies in [-1, 1]; x / (1 + exp(-x)) (silu
     written out) is at least -0.2785."""
     x, d = args
-    add = code.of(d, OpKind.Add)
+    add = _of(code, d, OpKind.Add)
     if add is None:
         return None
     for p, q in (add, add[::-1]):
         c = code[q]
-        if c[0] != "const" or not dt.is_float(c[1]) or not float(np.asarray(c[2], dtype=c[1])) > 0:
+        cv = float(np.asarray(c[2], dtype=c[1])) if c[0] == "const" and dt.is_float(c[1]) else 0.0
+        if not cv > 0:
             continue
-        a = code.of(p, OpKind.Abs)
-        if a is not None and code.same(a[0], x):
+        if _of(code, p, OpKind.Abs) == (x,):
             return (-1.0, 1.0)
-        e = code.of(p, OpKind.Exp)
-        n = code.of(e[0], OpKind.Neg) if e is not None else None
-        if float(np.asarray(c[2], dtype=c[1])) == 1.0 and n is not None and code.same(n[0], x):
+        e = _of(code, p, OpKind.Exp)
+        if cv == 1.0 and e is not None and _of(code, e[0], OpKind.Neg) == (x,):
             return (-0.3, max(xs[0][1], 0.0))
     return None
 
@@ -228,7 +182,7 @@ def bounds(reg) -> list:
     """Per SSA value of reg (`regions.Region`), an interval holding its non-NaN values
     (ANY where nothing is known or the value is not a float)."""
     out: list = []
-    code = _Code(reg.code)
+    code = reg.code
     for i, ins in enumerate(reg.code):
         if ins[0] == "const":
             # the value as the kernel holds it (rounded to its dtype, as `literal` writes it)
@@ -257,7 +211,7 @@ def bounds(reg) -> list:
         elif op is OpKind.IntegerPow:
             r = _power(xs[0], ins[4]["exponent"])
         elif op is OpKind.Atan2:
-            r = _BOUNDED[op]
+            r = (-3.1416, 3.1416)                # |atan2| <= pi
         elif op is OpKind.Cast:               # float to float: rounded, so a little wider
             w = 2.0 ** -7 if dt.is_low(out_dt) else 2.0 ** -20
             lo, hi = xs[0]
