@@ -188,7 +188,7 @@ class Compiled:
         first dispatches."""
         if self.final is None:
             if self.calls:
-                self.final = _later(build_dispatches, self.rt, self.lowered.final)
+                self._start_final()
             return
         if not self.final.done():
             return
@@ -203,6 +203,9 @@ class Compiled:
         self.recordings.clear()
         self.base = None
 
+    def _start_final(self) -> None:
+        self.final = _later(build_dispatches, self.rt, self.lowered.final)
+
     def finish(self) -> None:
         """Wait for the final kernels' build (starting it if need be) and take them; raise
         its error, if it failed (`Jitted.lower` reports the program later calls run)."""
@@ -210,7 +213,7 @@ class Compiled:
             return
         with self.rt.dev.lock:
             if self.final is None:
-                self.final = _later(build_dispatches, self.rt, self.lowered.final)
+                self._start_final()
         error = self.final.exception()          # waited for outside the lock
         if error is not None:
             raise error
